@@ -1,0 +1,45 @@
+"""One exception hierarchy: every error a user can cause carries a one-line message and a hint.
+
+The CLI prints ``error: <message> (hint: <hint>)`` and exits non-zero; tracebacks only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+
+class NeurondeployError(Exception):
+    """Base of every error the toolkit raises on purpose."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        text = self.message if not self.hint else f"{self.message} (fix: {self.hint})"
+        return " ".join(text.split())
+
+
+class SpecError(NeurondeployError):
+    """A spec file that cannot be read or does not validate."""
+
+    exit_code = 2
+
+
+class CatalogError(NeurondeployError):
+    """An instance type, region, image or SDK version the catalogue does not know."""
+
+    exit_code = 2
+
+
+class PlanError(NeurondeployError):
+    """A spec that validates but cannot work: does not fit, illegal parallel layout, stale plan."""
+
+    exit_code = 3
+
+
+class AwsRequestError(NeurondeployError):
+    """A request that the AWS service model refuses (checked offline, before sending)."""
+
+    exit_code = 3
