@@ -1,0 +1,285 @@
+"""Inference spec: a model compiled into shape buckets and served on Inf2 (SageMaker endpoint or EC2 + ALB)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from neurondeploy.specs.common import DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
+
+INSTANCE_TYPE_PATTERN = r"^(ml\.)?[a-z][a-z0-9]*\.[0-9]*[a-z0-9]+$"
+
+
+def strip_ml_prefix(value: str) -> str:
+    """SageMaker spells instance types ``ml.inf2.xlarge``; specs accept both and keep the EC2 spelling."""
+    return value[3:] if value.startswith("ml.") else value
+
+
+class ModelArchitecture(StrictModel):
+    """Shape numbers of a transformer, for sizing when no config.json is at hand (read from it otherwise)."""
+
+    layers: Annotated[int, Field(description="Number of transformer layers (num_hidden_layers).", ge=1, le=1024)]
+    hidden_size: Annotated[int, Field(description="Model width d_model (hidden_size).", ge=8, le=131072)]
+    attention_heads: Annotated[int, Field(description="Query heads (num_attention_heads).", ge=1, le=1024)]
+    kv_heads: Annotated[
+        int | None,
+        Field(description="Key/value heads (num_key_value_heads); less than attention_heads for GQA. Empty: = attention_heads.", ge=1, le=1024),
+    ] = None
+    vocab_size: Annotated[int, Field(description="Vocabulary size.", ge=1, le=10_000_000)] = 32000
+    intermediate_size: Annotated[
+        int | None, Field(description="MLP width; empty: 4 × hidden_size.", ge=1, le=1_000_000)
+    ] = None
+    parameters: Annotated[
+        int | None,
+        Field(description="Total parameter count, when known exactly; otherwise estimated from the shape.", ge=1),
+    ] = None
+
+    @model_validator(mode="after")
+    def _heads(self) -> ModelArchitecture:
+        if self.hidden_size % self.attention_heads:
+            raise FieldIssue("attention_heads", f"hidden_size {self.hidden_size} is not divisible by attention_heads {self.attention_heads}")
+        if self.kv_heads is not None and self.attention_heads % self.kv_heads:
+            raise FieldIssue("kv_heads", f"attention_heads {self.attention_heads} is not a multiple of kv_heads {self.kv_heads}")
+        return self
+
+
+class ModelSpec(StrictModel):
+    """Where the model comes from. Exactly one of path, factory or hf_model_id."""
+
+    path: Annotated[
+        str | None,
+        Field(description="Local Hugging Face model directory (config.json + weights + tokenizer) or a TorchScript .pt file."),
+    ] = None
+    factory: Annotated[
+        str | None,
+        Field(
+            description="Python factory 'package.module:function' returning (model, example_inputs) — for models not on disk.",
+            pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        ),
+    ] = None
+    hf_model_id: Annotated[
+        str | None,
+        Field(
+            description="Model id that the Hugging Face vLLM/TGI Neuron container loads itself (decoder LLMs only), e.g. "
+            "meta-llama/Llama-3.1-8B-Instruct. neurondeploy never downloads it.",
+            pattern=r"^[\w.\-]+(/[\w.\-]+)?$",
+        ),
+    ] = None
+    architecture: Annotated[
+        ModelArchitecture | None,
+        Field(description="Shape numbers for sizing; read from config.json when path is a HF directory."),
+    ] = None
+    dtype: Annotated[
+        Literal["float32", "bfloat16", "float16", "fp8"],
+        Field(description="Weight dtype on the device (sizes weights: 4, 2, 2 or 1 bytes per parameter)."),
+    ] = "bfloat16"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSpec:
+        given = [name for name in ("path", "factory", "hf_model_id") if getattr(self, name)]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of path (local directory or .pt file), factory (module:function) or hf_model_id"
+                + (f"; got {', '.join(given)}" if given else "")
+            )
+        return self
+
+    @property
+    def source_kind(self) -> str:
+        if self.factory:
+            return "factory"
+        if self.hf_model_id:
+            return "hf-hub-id"
+        return "torchscript" if self.path.endswith((".pt", ".pth", ".ts")) else "hf-directory"
+
+
+class CompileSpec(StrictModel):
+    """Static shapes and neuronx-cc options. Each (batch size, sequence length) pair is one compiled bucket."""
+
+    batch_sizes: Annotated[
+        list[Annotated[int, Field(ge=1, le=1024)]],
+        Field(description="Batch sizes to compile; requests are padded up to the smallest that fits.", min_length=1, max_length=8),
+    ] = [1]
+    sequence_lengths: Annotated[
+        list[Annotated[int, Field(ge=1, le=131072)]],
+        Field(description="Sequence lengths to compile (text models); longer inputs are truncated or refused per serving.on_long_input.", min_length=1, max_length=8),
+    ] = [128]
+    image_size: Annotated[
+        list[Annotated[int, Field(ge=8, le=4096)]] | None,
+        Field(description="[height, width] for image models; replaces sequence_lengths.", min_length=2, max_length=2),
+    ] = None
+    target: Annotated[
+        Literal["inf2", "trn1", "trn2"] | None,
+        Field(description="neuronx-cc --target; empty: from the instance family (inf2, trn1/trn1n -> trn1, trn2)."),
+    ] = None
+    auto_cast: Annotated[
+        Literal["none", "matmult", "all"],
+        Field(description="neuronx-cc --auto-cast: which FP32 ops to down-cast. 'none' is the compiler default since SDK 2.27."),
+    ] = "none"
+    auto_cast_type: Annotated[
+        Literal["bf16", "fp16", "tf32", "fp8_e4m3"],
+        Field(description="neuronx-cc --auto-cast-type: the type auto-cast casts to (bf16 default)."),
+    ] = "bf16"
+    model_type: Annotated[
+        Literal["generic", "transformer", "unet-inference"],
+        Field(description="neuronx-cc --model-type: graph optimisations for the model family."),
+    ] = "generic"
+    optlevel: Annotated[
+        int, Field(description="neuronx-cc -O: 1 fast compile, 2 default, 3 faster model, slower compile, more host RAM.", ge=1, le=3)
+    ] = 2
+    numerical_tolerance: Annotated[
+        float, Field(description="Max abs difference allowed between a compiled bucket and eager PyTorch.", gt=0, le=1)
+    ] = 1e-3
+
+    @field_validator("batch_sizes", "sequence_lengths")
+    @classmethod
+    def _sorted_unique(cls, values: list[int]) -> list[int]:
+        if len(set(values)) != len(values):
+            raise ValueError(f"{values} has duplicates; list each size once")
+        return sorted(values)
+
+    @model_validator(mode="after")
+    def _cast_type_needs_cast(self) -> CompileSpec:
+        if self.auto_cast == "none" and self.auto_cast_type != "bf16":
+            raise FieldIssue("auto_cast_type", f"auto_cast_type {self.auto_cast_type} has no effect with auto_cast none; set auto_cast to matmult or all")
+        return self
+
+    @property
+    def buckets(self) -> list[tuple[int, int]]:
+        lengths = [self.image_size[0]] if self.image_size else self.sequence_lengths
+        return [(batch, length) for batch in self.batch_sizes for length in lengths]
+
+
+class AutoscalingSpec(StrictModel):
+    """Target tracking on invocations per instance (SageMaker) or request count per target (ALB)."""
+
+    min_instances: Annotated[int, Field(description="Lowest instance count.", ge=1, le=100)] = 1
+    max_instances: Annotated[int, Field(description="Highest instance count.", ge=1, le=100)] = 1
+    target_invocations_per_instance: Annotated[
+        int, Field(description="Requests per minute per instance the policy aims for.", ge=1, le=1_000_000)
+    ] = 1000
+    scale_in_cooldown_s: Annotated[int, Field(description="Seconds between scale-in steps.", ge=0, le=86400)] = 300
+    scale_out_cooldown_s: Annotated[int, Field(description="Seconds between scale-out steps.", ge=0, le=86400)] = 60
+
+    @model_validator(mode="after")
+    def _range(self) -> AutoscalingSpec:
+        if self.min_instances > self.max_instances:
+            raise FieldIssue("min_instances", f"min_instances {self.min_instances} is above max_instances {self.max_instances}")
+        return self
+
+
+class ContainerSpec(StrictModel):
+    """What runs on the instance: neurondeploy's own server, or Hugging Face's Neuron LLM containers."""
+
+    kind: Annotated[
+        Literal["neurondeploy", "hf-vllm", "hf-tgi"],
+        Field(description="neurondeploy: our server with the compiled artifact. hf-vllm / hf-tgi: Hugging Face's "
+              "Neuron LLM containers, configured from this spec (decoder LLMs)."),
+    ] = "neurondeploy"
+    image_uri: Annotated[
+        str | None,
+        Field(description="Override the image (ECR URI). Empty: resolved from the catalogue for region and SDK.", max_length=255),
+    ] = None
+    env: Annotated[
+        dict[str, str], Field(description="Extra environment variables for the container (keys [A-Za-z_][A-Za-z0-9_]*).")
+    ] = {}
+
+    @field_validator("env")
+    @classmethod
+    def _env_keys(cls, env: dict[str, str]) -> dict[str, str]:
+        for key, value in env.items():
+            if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]{0,1023}", key):
+                raise ValueError(f"environment key {key!r} must match [A-Za-z_][A-Za-z0-9_]*")
+            if len(value.encode()) > 1024:
+                raise ValueError(f"environment value of {key} is over SageMaker's 1024-byte limit")
+        return env
+
+
+class ServingSpec(StrictModel):
+    """The HTTP server's behaviour (the SageMaker container contract: /ping and /invocations on 8080)."""
+
+    port: Annotated[int, Field(description="Port the server listens on; SageMaker requires 8080.", ge=1024, le=65535)] = 8080
+    max_batch_delay_ms: Annotated[
+        float, Field(description="How long a request may wait for others to fill a batch.", ge=0, le=1000)
+    ] = 5.0
+    max_queue: Annotated[int, Field(description="Queued requests before answering 503.", ge=1, le=100000)] = 256
+    max_body_bytes: Annotated[int, Field(description="Largest request body accepted (413 above).", ge=1024, le=100 * 2**20)] = 2**20
+    max_items_per_request: Annotated[int, Field(description="Most inputs in one request (400 above).", ge=1, le=4096)] = 64
+    on_long_input: Annotated[
+        Literal["truncate", "refuse"],
+        Field(description="Inputs longer than the largest sequence bucket: truncate them, or answer 400."),
+    ] = "truncate"
+
+
+class DeploymentSpec(StrictModel):
+    """Where and on what the model runs."""
+
+    platform: Annotated[
+        Literal["sagemaker", "ec2"],
+        Field(description="sagemaker: a real-time endpoint on ml.inf2. ec2: Inf2 instances in an Auto Scaling group behind an ALB."),
+    ] = "sagemaker"
+    instance_type: Annotated[
+        str, Field(description="Instance type, e.g. inf2.xlarge (ml. prefix optional).", pattern=INSTANCE_TYPE_PATTERN)
+    ] = "inf2.xlarge"
+    instance_count: Annotated[int, Field(description="Instances to start with.", ge=1, le=100)] = 1
+    tensor_parallel: Annotated[
+        int, Field(description="NeuronCores one model replica is sharded over (LLMs); 1 for encoder models.", ge=1, le=128)
+    ] = 1
+    autoscaling: Annotated[AutoscalingSpec | None, Field(description="Scale between min and max instances on load.")] = None
+    container: Annotated[ContainerSpec, Field(description="Serving container.")] = ContainerSpec()
+    health_check_timeout_s: Annotated[
+        int,
+        Field(description="ContainerStartupHealthCheckTimeoutInSeconds: how long loading may take before /ping must pass (60-3600).", ge=60, le=3600),
+    ] = 600
+    model_download_timeout_s: Annotated[
+        int,
+        Field(description="ModelDataDownloadTimeoutInSeconds: how long fetching the artifact may take (60-3600).", ge=60, le=3600),
+    ] = 600
+    volume_gib: Annotated[
+        int | None,
+        Field(description="EBS volume per instance (1-512 on SageMaker). Empty: sized from the model. Never sent for trn1 (NVMe).", ge=1, le=16384),
+    ] = None
+
+    @field_validator("instance_type")
+    @classmethod
+    def _strip_ml(cls, value: str) -> str:
+        return strip_ml_prefix(value)
+
+
+class InferenceSpec(SpecBase):
+    """An inference deployment: model -> compiled buckets -> endpoint."""
+
+    kind: Annotated[Literal["inference"], Field(description="Spec kind.")]
+    model: Annotated[ModelSpec, Field(description="The model to serve.")]
+    task: Annotated[
+        Literal["feature-extraction", "text-classification", "image-classification", "text-generation"],
+        Field(description="What the model does; decides pre/post-processing. text-generation needs an hf-vllm/hf-tgi container."),
+    ]
+    compile: Annotated[CompileSpec, Field(description="Shape buckets and compiler options.")] = CompileSpec()
+    deployment: Annotated[DeploymentSpec, Field(description="Platform, instances and container.")] = DeploymentSpec()
+    serving: Annotated[ServingSpec, Field(description="HTTP server settings.")] = ServingSpec()
+    dns: Annotated[DnsSpec | None, Field(description="Route 53 record for the endpoint (ec2 platform).")] = None
+    tls: Annotated[TlsSpec | None, Field(description="HTTPS with ACM (ec2 platform); needs dns unless certificate_arn is given.")] = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> InferenceSpec:
+        container = self.deployment.container.kind
+        if self.task == "text-generation" and container == "neurondeploy":
+            raise FieldIssue("deployment.container.kind", "task text-generation is served by the Hugging Face LLM containers; set deployment.container.kind to hf-vllm or hf-tgi")
+        if container != "neurondeploy" and self.task != "text-generation":
+            raise FieldIssue("task", f"container {container} serves decoder LLMs only; use task text-generation or container kind neurondeploy")
+        if container != "neurondeploy" and not self.model.hf_model_id:
+            raise FieldIssue("model", f"container {container} loads the model itself; set model.hf_model_id")
+        if self.model.hf_model_id and container == "neurondeploy":
+            raise FieldIssue("model.hf_model_id", "model.hf_model_id is only for the hf-vllm / hf-tgi containers; give model.path for a model neurondeploy compiles")
+        if self.task == "image-classification" and not self.compile.image_size:
+            raise FieldIssue("compile", "task image-classification needs compile.image_size: [height, width]")
+        if self.deployment.platform == "sagemaker" and (self.dns or self.tls):
+            raise FieldIssue("dns" if self.dns else "tls", "dns and tls apply to platform ec2 (SageMaker endpoints have their own HTTPS URL); remove them or use platform ec2")
+        if self.tls and self.tls.enabled and not self.tls.certificate_arn and not self.dns:
+            raise FieldIssue("tls", "tls without certificate_arn needs dns (the certificate is validated through Route 53); add dns or certificate_arn")
+        if self.deployment.platform == "sagemaker" and self.serving.port != 8080:
+            raise FieldIssue("serving.port", "SageMaker containers must listen on 8080; remove serving.port")
+        return self
