@@ -1,0 +1,308 @@
+"""Semantic checks that need the catalogue: instance, region, SDK lifecycle, parallel layout, memory fit.
+
+Each check takes the loaded spec and returns findings; each finding names the field it is about, so the
+CLI prints ``file:line: field: message (fix: ...)`` exactly like a schema error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from neurondeploy import catalog
+from neurondeploy.errors import CatalogError, PlanError
+from neurondeploy.planner import sizing
+from neurondeploy.specs import InferenceSpec, LoadedSpec, TrainingSpec
+from neurondeploy.specs.inference import ModelArchitecture
+
+# Hosts with less RAM than this struggle to load (or export on the fly) a 7B-class model (facts §7, pain 13).
+SMALL_HOST_RAM_GIB = 32
+LARGE_MODEL_PARAMETERS = 6_000_000_000
+
+
+@dataclass
+class Finding:
+    level: str  # "error" | "warning"
+    field: str  # dotted path into the spec
+    message: str
+    hint: str | None = None
+    line: int | None = None
+    file: str | None = None
+
+    def one_line(self) -> str:
+        where = f"{self.file}:{self.line}: " if self.file else ""
+        text = f"{where}{self.field}: {self.message}" + (f" (fix: {self.hint})" if self.hint else "")
+        return " ".join(text.split())
+
+
+def error(field: str, message: str, hint: str | None = None) -> Finding:
+    return Finding("error", field, message, hint)
+
+
+def warning(field: str, message: str, hint: str | None = None) -> Finding:
+    return Finding("warning", field, message, hint)
+
+
+def instance_field(spec) -> str:
+    return "deployment.instance_type" if isinstance(spec, InferenceSpec) else "instance_type"
+
+
+def instance_of(spec) -> catalog.InstanceType:
+    name = spec.deployment.instance_type if isinstance(spec, InferenceSpec) else spec.instance_type
+    return catalog.get_instance(name)
+
+
+def serving_backend(spec: InferenceSpec) -> str:
+    """Which runtime shards the model: our server runs torch_neuronx.trace artifacts (one replica per core);
+    the Hugging Face LLM containers run NxD Inference."""
+    return "trace" if spec.deployment.container.kind == "neurondeploy" else "nxdi"
+
+
+def sdk_path(spec) -> str:
+    if isinstance(spec, TrainingSpec):
+        return "training"
+    return "trace-inference" if serving_backend(spec) == "trace" else "nxdi-inference"
+
+
+def model_architecture(loaded: LoadedSpec) -> ModelArchitecture | None:
+    spec = loaded.spec
+    if isinstance(spec, TrainingSpec):
+        return spec.architecture
+    if spec.model.architecture:
+        return spec.model.architecture
+    if spec.model.source_kind == "hf-directory":
+        directory = resolve_model_path(loaded)
+        if (directory / "config.json").is_file():
+            return sizing.architecture_from_config(directory)
+    return None
+
+
+def resolve_model_path(loaded: LoadedSpec) -> Path:
+    return loaded.spec.model.resolved_path(loaded.base_dir)
+
+
+# --- the checks ------------------------------------------------------------------------------------------
+
+
+def check_instance(loaded: LoadedSpec) -> Iterable[Finding]:
+    spec = loaded.spec
+    field = instance_field(spec)
+    try:
+        instance = instance_of(spec)
+    except CatalogError as exc:
+        yield error(field, exc.message, exc.hint)
+        return
+    if instance.compile_target is None:
+        yield error(field, f"{instance.name} is Inferentia 1 (NeuronCore-v1, Neuron SDK 1.x / torch-neuron), which neurondeploy does not target",
+                    "use an inf2 type, e.g. inf2.xlarge")
+        return
+    if isinstance(spec, TrainingSpec):
+        if instance.family.startswith("inf"):
+            yield error(field, f"{instance.name} is an inference chip; SageMaker has no ml.{instance.name} training type",
+                        "train on trn1.2xlarge, trn1.32xlarge or trn1n.32xlarge")
+        elif not instance.sagemaker_training:
+            yield error(field, f"ml.{instance.name} is not a SageMaker training instance type", "use trn1.2xlarge or trn1.32xlarge")
+        if spec.instance_count > 1 and instance.efa_devices == 0:
+            yield error("instance_count", f"multi-node training needs EFA, which {instance.name} does not have",
+                        "use trn1.32xlarge or trn1n.32xlarge for more than one instance")
+    elif spec.deployment.platform == "sagemaker" and not instance.sagemaker_endpoint:
+        yield error(field, f"ml.{instance.name} is not a SageMaker endpoint instance type", "use an inf2 type or platform ec2")
+    if spec.region not in instance.regions:
+        yield error(field, f"{instance.name} is not offered in {spec.region}",
+                    f"use a region where it is, e.g. {', '.join(instance.regions[:4])}")
+
+
+def check_sdk(loaded: LoadedSpec) -> Iterable[Finding]:
+    spec = loaded.spec
+    if spec.neuron_sdk_version is None:
+        return
+    try:
+        catalog.check_sdk_for(sdk_path(spec), spec.neuron_sdk_version)
+    except CatalogError as exc:
+        yield error("neuron_sdk_version", exc.message, exc.hint)
+
+
+def check_image(loaded: LoadedSpec) -> Iterable[Finding]:
+    spec = loaded.spec
+    if isinstance(spec, TrainingSpec):
+        purpose, field, override = "training", "image_uri", spec.image_uri
+    else:
+        kind = spec.deployment.container.kind
+        purpose = {"neurondeploy": "inference", "hf-vllm": "vllm", "hf-tgi": "tgi"}[kind]
+        field, override = "deployment.container.image_uri", spec.deployment.container.image_uri
+    if override:
+        return
+    try:
+        catalog.neuron_image(purpose, spec.region, spec.neuron_sdk_version)
+    except CatalogError as exc:
+        yield error(field, exc.message, exc.hint)
+
+
+def check_compile_target(loaded: LoadedSpec) -> Iterable[Finding]:
+    spec = loaded.spec
+    if not isinstance(spec, InferenceSpec) or spec.compile.target is None:
+        return
+    try:
+        instance = instance_of(spec)
+    except CatalogError:
+        return
+    # inf2, trn1 and trn1n share NeuronCore-v2 and NEFFs (optimum-neuron normalises them to trn1); trn2 does not.
+    generation = {"inf2": "v2", "trn1": "v2", "trn1n": "v2", "trn2": "v3"}
+    if instance.compile_target and generation[spec.compile.target] != generation.get(instance.compile_target):
+        yield error("compile.target", f"target {spec.compile.target} builds NEFFs that do not load on {instance.name}",
+                    f"remove compile.target or set it to {instance.compile_target}")
+
+
+def check_parallel_layout(loaded: LoadedSpec) -> Iterable[Finding]:
+    spec = loaded.spec
+    try:
+        instance = instance_of(spec)
+    except CatalogError:
+        return
+    if instance.compile_target is None:
+        return
+    if isinstance(spec, InferenceSpec):
+        backend, tp, field = serving_backend(spec), spec.deployment.tensor_parallel, "deployment.tensor_parallel"
+    else:
+        backend, tp, field = "training", spec.distribution.tensor_parallel, "distribution.tensor_parallel"
+    legal = catalog.legal_tp_degrees(instance, backend)
+    if tp > instance.neuron_cores:
+        yield error(field, f"TP={tp} is more than the {instance.neuron_cores} NeuronCores of {instance.name}",
+                    f"use one of {list(legal)} or a larger instance")
+    elif tp not in legal:
+        why = "our server runs one traced replica per NeuronCore" if backend == "trace" else f"{backend} supports these degrees on {instance.family}"
+        yield error(field, f"TP={tp} is not legal on {instance.name} ({why})", f"use one of {list(legal)}")
+    if isinstance(spec, TrainingSpec):
+        yield from _training_layout(spec, instance)
+
+
+def _training_layout(spec: TrainingSpec, instance: catalog.InstanceType) -> Iterable[Finding]:
+    d = spec.distribution
+    total = instance.neuron_cores * spec.instance_count
+    model_parallel = d.tensor_parallel * d.pipeline_parallel
+    if d.data_parallel is None:
+        if total % model_parallel:
+            yield error("distribution.pipeline_parallel", f"TP×PP = {model_parallel} does not divide the {total} NeuronCores",
+                        "pick TP and PP whose product divides the total cores")
+    elif model_parallel * d.data_parallel != total:
+        yield error("distribution.data_parallel",
+                    f"TP×PP×DP = {d.tensor_parallel}×{d.pipeline_parallel}×{d.data_parallel} = {model_parallel * d.data_parallel}, "
+                    f"but {spec.instance_count}× {instance.name} has {total} NeuronCores",
+                    f"set data_parallel to {total // model_parallel}" if total % model_parallel == 0 else "remove data_parallel")
+    if d.pipeline_parallel > 1 and d.microbatches < d.pipeline_parallel:
+        yield warning("distribution.microbatches", f"{d.microbatches} micro-batches for {d.pipeline_parallel} stages leaves stages idle",
+                      f"use at least {d.pipeline_parallel}")
+
+
+def check_heads_and_fit(loaded: LoadedSpec) -> Iterable[Finding]:
+    spec = loaded.spec
+    try:
+        instance = instance_of(spec)
+        arch = model_architecture(loaded)
+    except (CatalogError, PlanError):
+        return  # reported by check_instance / check_model_source
+    if arch is None or instance.compile_target is None:
+        return
+    if isinstance(spec, TrainingSpec):
+        yield from _training_fit(spec, instance, arch)
+        return
+    tp, backend = spec.deployment.tensor_parallel, serving_backend(spec)
+    if backend == "nxdi" and arch.attention_heads % tp:
+        divisors = [d for d in catalog.legal_tp_degrees(instance, backend) if arch.attention_heads % d == 0]
+        yield error("deployment.tensor_parallel", f"{arch.attention_heads} attention heads are not divisible by TP={tp} (NxD Inference requires it)",
+                    f"use TP in {divisors}")
+        return
+    batch, sequence = max(spec.compile.batch_sizes), max(spec.compile.sequence_lengths)
+    estimate = sizing.inference_memory(arch, instance.hbm_per_core_gib, tp, batch, sequence, spec.model.dtype)
+    for note in estimate.notes:
+        yield warning("deployment.tensor_parallel", f"{note} (counted in the memory estimate)")
+    if not estimate.fits:
+        options = sizing.size_options(arch, batch, sequence, spec.model.dtype, backend, spec.region)
+        fix = (f"try {options[0].instance} with TP={options[0].tensor_parallel}" if options else
+               "reduce batch size, sequence length or dtype; no instance fits this")
+        yield error("deployment.instance_type",
+                    f"does not fit: needs {estimate.per_core_gib:.1f} GiB per NeuronCore (weights {estimate.weights_gib:.1f} GiB + "
+                    f"KV cache {estimate.kv_cache_gib:.1f} GiB over TP={tp}, + {estimate.headroom_gib:.1f} GiB headroom), "
+                    f"{instance.name} has {estimate.available_per_core_gib:g} GiB", fix)
+    if instance.host_memory_gib < SMALL_HOST_RAM_GIB and sizing.parameter_count(arch) >= LARGE_MODEL_PARAMETERS:
+        yield warning("deployment.instance_type", f"{instance.name} has {instance.host_memory_gib} GiB host RAM; loading a 7B-class model there often fails",
+                      "deploy a precompiled model or use inf2.8xlarge or larger")
+
+
+def _training_fit(spec: TrainingSpec, instance: catalog.InstanceType, arch: ModelArchitecture) -> Iterable[Finding]:
+    d = spec.distribution
+    total = instance.neuron_cores * spec.instance_count
+    dp = d.data_parallel or max(1, total // (d.tensor_parallel * d.pipeline_parallel))
+    estimate = sizing.training_memory(arch, instance.hbm_per_core_gib, d.tensor_parallel, d.pipeline_parallel, dp, d.zero1, d.precision)
+    if not estimate.fits:
+        yield error("distribution.tensor_parallel",
+                    f"does not fit: weights, gradients and optimizer state need {estimate.per_core_gib:.1f} GiB per NeuronCore, "
+                    f"{instance.name} has {estimate.available_per_core_gib:g} GiB",
+                    "raise tensor_parallel / pipeline_parallel, or turn on zero1")
+
+
+def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
+    spec = loaded.spec
+    if not isinstance(spec, InferenceSpec):
+        return
+    dep = spec.deployment
+    try:
+        instance = instance_of(spec)
+    except CatalogError:
+        return
+    if dep.volume_gib is not None and instance.nvme_instance_storage:
+        yield error("deployment.volume_gib", f"{instance.name} has NVMe instance storage; SageMaker refuses VolumeSizeInGB for it",
+                    "remove deployment.volume_gib")
+    if dep.platform == "sagemaker" and dep.volume_gib is not None and dep.volume_gib > 512:
+        yield error("deployment.volume_gib", f"{dep.volume_gib} GiB is above SageMaker's 512 GiB endpoint volume limit", "use at most 512")
+    if dep.autoscaling and not dep.autoscaling.min_instances <= dep.instance_count <= dep.autoscaling.max_instances:
+        yield error("deployment.instance_count", f"instance_count {dep.instance_count} is outside autoscaling "
+                    f"{dep.autoscaling.min_instances}-{dep.autoscaling.max_instances}", "make instance_count lie within min and max")
+    if dep.container.kind != "neurondeploy" and len(spec.compile.buckets) > 1:
+        yield error("compile", "the Hugging Face LLM containers serve one static (batch size, sequence length); "
+                    f"{len(spec.compile.buckets)} buckets were given", "list one batch size and one sequence length")
+
+
+def check_model_source(loaded: LoadedSpec) -> Iterable[Finding]:
+    spec = loaded.spec
+    if isinstance(spec, TrainingSpec):
+        source = loaded.base_dir / spec.source_dir
+        if not (source / spec.entry_point).is_file():
+            yield warning("entry_point", f"{source / spec.entry_point} does not exist here", "fix the path before `train` uploads source_dir")
+        return
+    if spec.model.path:
+        path = resolve_model_path(loaded)
+        if not path.exists():
+            yield warning("model.path", f"{path} does not exist on this machine", "compile needs it; plan does not")
+        else:
+            try:
+                model_architecture(loaded)
+            except PlanError as exc:
+                yield error("model.path", exc.message, exc.hint)
+
+
+CHECKS: list[Callable[[LoadedSpec], Iterable[Finding]]] = [
+    check_instance,
+    check_sdk,
+    check_image,
+    check_compile_target,
+    check_parallel_layout,
+    check_model_source,
+    check_heads_and_fit,
+    check_sagemaker_endpoint,
+]
+
+
+def run_checks(loaded: LoadedSpec) -> list[Finding]:
+    findings = []
+    for check in CHECKS:
+        for finding in check(loaded):
+            path = tuple(int(p) if p.isdigit() else p for p in finding.field.split("."))
+            finding.file, finding.line = loaded.source.file, loaded.source.line_of(path)
+            findings.append(finding)
+    return findings
+
+
+def errors_of(findings: list[Finding]) -> list[Finding]:
+    return [finding for finding in findings if finding.level == "error"]

@@ -1,0 +1,49 @@
+"""Human rendering of plans and sizing results with rich. JSON output never passes through here."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def render_plan(plan, console: Console) -> None:
+    console.print(f"[bold]{plan.kind} {plan.name}[/] in {plan.region}  ({plan.spec_file}, sha256 {plan.spec_sha256[:12]})")
+    for finding in plan.findings:
+        style = "red" if finding["level"] == "error" else "yellow"
+        console.print(f"[{style}]{finding['level']}[/]: {finding['text']}")
+    table = Table("resource", "type", "depends on", "requests", "checked", box=None, pad_edge=False)
+    for resource in plan.resources:
+        operations = ", ".join(f"{r.service}:{r.operation}" for r in resource.requests)
+        checked = "[green]yes[/]" if all(r.validated for r in resource.requests) else "[red]NO[/]"
+        table.add_row(resource.name, resource.type, ", ".join(resource.depends_on) or "-", operations, checked)
+    console.print(table)
+    for request in (r for resource in plan.resources for r in resource.requests if not r.validated):
+        for problem in request.problems:
+            console.print(f"[red]refused offline[/]: {request.service}:{request.operation}: {problem}")
+    cost = plan.cost
+    total = f"${cost.hourly_usd:,.2f}/hour" if cost.hourly_usd is not None else "unknown"
+    console.print(f"cost: [bold]{total}[/]" + (f" (about ${cost.hourly_usd * 730:,.0f}/month)" if cost.hourly_usd else ""))
+    for item in cost.items:
+        price = f"${item.hourly_usd:,.4f}/h" if item.hourly_usd is not None else "price unknown"
+        console.print(f"  {item.what}: {price}  [dim]{item.source}[/]")
+    for note in cost.notes:
+        console.print(f"  [dim]note: {note}[/]")
+    console.print(f"{plan.request_count} AWS requests, {plan.validated_count} checked against the botocore models offline; "
+                  "run with --json for every parameter")
+
+
+def render_size(result: dict, console: Console) -> None:
+    console.print(f"{result['parameters'] / 1e9:.2f}B parameters, batch {result['batch']}, sequence {result['sequence_length']}, "
+                  f"{result['dtype']}, backend {result['backend']}")
+    if not result["options"]:
+        console.print("[red]nothing fits[/]: reduce batch size, sequence length or dtype")
+        return
+    table = Table("instance", "TP", "replicas", "GiB/core needed", "GiB/core", "$/hour", box=None, pad_edge=False)
+    for option in result["options"]:
+        price = f"{option['hourly_usd']:.4f}" if option["hourly_usd"] is not None else "?"
+        if option["hourly_usd"] is not None and not option["price_confirmed"]:
+            price += "*"
+        table.add_row(option["instance"], str(option["tensor_parallel"]), str(option["replicas_per_instance"]),
+                      f"{option['per_core_gib']:.2f}", f"{option['available_per_core_gib']:g}", price)
+    console.print(table)
+    console.print("[dim]* third-party on-demand price, us-east-1 (see the catalogue's sources)[/]")
