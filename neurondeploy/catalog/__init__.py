@@ -1,0 +1,76 @@
+"""Facts as data, with a source per row: instance types, TP degrees, SDK lifecycle, container images, prices.
+
+Tables live in ``neurondeploy/catalog/data/*.yaml`` and are read once, on first use. Importing this
+package imports neither yaml, boto3, botocore, torch nor sagemaker. ECR accounts come from
+sagemaker-core's ``image_uri_config`` JSON files (``pip install 'neurondeploy[images]'``).
+"""
+
+from __future__ import annotations
+
+from neurondeploy.catalog.images import (
+    ImageTag,
+    dlc_account,
+    dlc_accounts,
+    image_accounts,
+    image_purposes,
+    image_regions,
+    image_uri,
+    known_tags,
+    neuron_image,
+)
+from neurondeploy.catalog.instances import (
+    PRICE_REGION,
+    InstanceType,
+    TpDegrees,
+    get_instance,
+    instance_types,
+    legal_tp_degrees,
+    price_per_hour,
+    regions,
+    tp_backends,
+    tp_tables,
+)
+from neurondeploy.catalog.sdk import (
+    Component,
+    SdkRelease,
+    check_sdk_for,
+    components,
+    default_auto_cast,
+    get_sdk,
+    latest_sdk_for,
+    maintenance_warnings,
+    sdk_paths,
+    sdk_releases,
+)
+
+__all__ = [
+    "PRICE_REGION",
+    "Component",
+    "ImageTag",
+    "InstanceType",
+    "SdkRelease",
+    "TpDegrees",
+    "check_sdk_for",
+    "components",
+    "default_auto_cast",
+    "dlc_account",
+    "dlc_accounts",
+    "get_instance",
+    "get_sdk",
+    "image_accounts",
+    "image_purposes",
+    "image_regions",
+    "image_uri",
+    "instance_types",
+    "known_tags",
+    "latest_sdk_for",
+    "legal_tp_degrees",
+    "maintenance_warnings",
+    "neuron_image",
+    "price_per_hour",
+    "regions",
+    "sdk_paths",
+    "sdk_releases",
+    "tp_backends",
+    "tp_tables",
+]
