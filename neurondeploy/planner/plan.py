@@ -92,7 +92,7 @@ def plan_cost(loaded: LoadedSpec, resources) -> Cost:
     instance = instance_of(spec)
     count = spec.instance_count if isinstance(spec, TrainingSpec) else spec.deployment.instance_count
     on_sagemaker = isinstance(spec, TrainingSpec) or spec.deployment.platform == "sagemaker"
-    items = [CostItem(what=f"{count} × {instance.name} on-demand (EC2, {catalog.PRICE_REGION})",
+    items = [CostItem(what=f"{count} × {instance.name} on-demand (EC2, {instance.price_region})",
                       hourly_usd=catalog.price_per_hour(instance, count), source=instance.price_source,
                       confirmed=instance.price_confirmed)]
     notes = []

@@ -204,7 +204,7 @@ def parse_spec(text: str | bytes, file: str = "<spec>", path: Path | None = None
         raise SpecError(f"{file}:1: the spec must be a mapping of fields, found {type(data).__name__}",
                         "start with `kind: inference` or `kind: training` and `name: ...`")
     kind = data.get("kind")
-    if kind not in SPEC_KINDS:
+    if not isinstance(kind, str) or kind not in SPEC_KINDS:
         close = difflib.get_close_matches(str(kind), list(SPEC_KINDS), n=1)
         hint = f"did you mean `kind: {close[0]}`?" if close else "set `kind: inference` or `kind: training`"
         found = "missing" if kind is None else f"{kind!r} is not a spec kind"

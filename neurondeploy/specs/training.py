@@ -151,7 +151,7 @@ class TrainingSpec(SpecBase):
     def _consistent(self) -> TrainingSpec:
         if self.spot.enabled:
             if not self.checkpoint.s3_uri:
-                raise FieldIssue("checkpoint.s3_uri", "spot training is interrupted and resumes from checkpoints; set checkpoint.s3_uri")
+                raise FieldIssue("spot.enabled", "spot training is interrupted and resumes from checkpoints; set checkpoint.s3_uri")
             if self.spot.max_wait_s is None:
                 raise FieldIssue("spot.max_wait_s", f"spot training needs spot.max_wait_s (≥ max_runtime_s {self.max_runtime_s})")
             if self.spot.max_wait_s < self.max_runtime_s:

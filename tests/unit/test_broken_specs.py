@@ -35,7 +35,7 @@ distribution:
 """
 
 # (case id, spec text, substring the error must contain, line the error must point at or None)
-CORPUS: list[tuple[str, str, str, int | None]] = [
+CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
     ("empty file", "", "empty", None),
     ("only a comment", "# nothing\n", "empty", None),
     ("a list not a mapping", "- a\n- b\n", "must be a mapping", 1),
@@ -43,7 +43,7 @@ CORPUS: list[tuple[str, str, str, int | None]] = [
     ("malformed yaml", "kind: inference\nname: [unclosed\n", "not valid YAML", None),
     ("bad indentation", "kind: inference\n  name: x\n bad: 1\n", "not valid YAML", None),
     ("tab indentation", "kind: inference\n\tname: x\n", "not valid YAML", None),
-    ("two documents", INFERENCE + "---\nkind: training\n", "more than one YAML document", 10),
+    ("two documents", INFERENCE + "---\nkind: training\n", "more than one YAML document", 11),
     ("duplicate key", INFERENCE + "name: again\n", "key given twice", 10),
     ("missing kind", INFERENCE.replace("kind: inference\n", ""), "kind: missing", None),
     ("kind typo", INFERENCE.replace("kind: inference", "kind: inferense"), "did you mean `kind: inference`", 1),
@@ -86,19 +86,19 @@ CORPUS: list[tuple[str, str, str, int | None]] = [
     ("subnets without vpc", INFERENCE + "network:\n  public_subnet_ids: [subnet-0123456789abcdef0]\n", "without vpc_id", 10),
     ("bad cidr", INFERENCE + "network:\n  allowed_cidrs: [10.0.0.0/33]\n", "not a CIDR", 11),
     ("bad role arn", INFERENCE + "iam:\n  role_arn: my-role\n", "iam.role_arn", 11),
-    ("text generation with our container", INFERENCE.replace("task: feature-extraction", "task: text-generation"), "hf-vllm", 8),
+    ("text generation with our container", INFERENCE.replace("task: feature-extraction", "task: text-generation"), "hf-vllm", 7),
     ("trn1 volume on endpoint", INFERENCE.replace("inf2.xlarge", "trn1.2xlarge") + "  volume_gib: 100\n", "NVMe", 10),
     ("SDK without torch-neuronx", INFERENCE + "neuron_sdk_version: 2.32.0\n", "neuron_sdk_version", 10),
     ("model does not fit", INFERENCE.replace("{layers: 6, hidden_size: 384, attention_heads: 12, vocab_size: 30522}",
                                              "{layers: 80, hidden_size: 8192, attention_heads: 64, vocab_size: 128256}"),
      "does not fit", 9),
-    ("binary garbage", "\x00\x01\x02\xff\xfe binary", "not UTF-8", None),
+    ("binary garbage", b"\x89PNG\r\n\x1a\n\xff\xfe\x00 binary", "not UTF-8", None),
     ("NUL bytes", "kind: inference\x00\n", "NUL", None),
     # training
     ("inf2 for training", TRAINING.replace("trn1.32xlarge", "inf2.48xlarge"), "inference chip", 4),
     ("multi-node without EFA", TRAINING.replace("trn1.32xlarge", "trn1.2xlarge").replace("tensor_parallel: 8", "tensor_parallel: 2"),
      "needs EFA", 5),
-    ("TP×PP×DP wrong", TRAINING + "  data_parallel: 4\n", "TP×PP×DP", 9),
+    ("TP×PP×DP wrong", TRAINING + "  data_parallel: 4\n", "TP×PP×DP", 8),
     ("training TP illegal", TRAINING.replace("tensor_parallel: 8", "tensor_parallel: 4"), "not legal", 7),
     ("spot without checkpoints", TRAINING + "spot: {enabled: true, max_wait_s: 200000}\n", "checkpoint.s3_uri", 8),
     ("spot wait below runtime", TRAINING + "checkpoint: {s3_uri: 's3://bkt-a/ck'}\nspot: {enabled: true, max_wait_s: 60}\nmax_runtime_s: 3600\n",
