@@ -35,6 +35,7 @@ class PlannedResource(BaseModel):
     description: str = ""
     depends_on: list[str]
     taggable: bool
+    lookup: bool = Field(default=False, description="only reads (e.g. the AMI id, the account); creates nothing")
     hourly_usd: float | None = None
     requests: list[PlannedRequest] = Field(description="what apply sends to create it, in order")
     delete_requests: list[PlannedRequest] = Field(description="what destroy sends")
@@ -123,7 +124,7 @@ def build_plan(loaded: LoadedSpec) -> Plan:
     resources = deployment_resources(loaded.spec, plan_context(loaded))
     planned = [
         PlannedResource(name=resource.name, type=resource.type, description=resource.description,
-                        depends_on=list(resource.depends_on), taggable=resource.taggable, hourly_usd=resource.hourly_usd,
+                        depends_on=list(resource.depends_on), taggable=resource.taggable, lookup=resource.is_lookup, hourly_usd=resource.hourly_usd,
                         requests=[_planned(r) for r in resource.create], delete_requests=[_planned(r) for r in resource.delete])
         for resource in resources
     ]

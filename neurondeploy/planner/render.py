@@ -11,12 +11,14 @@ def render_plan(plan, console: Console) -> None:
     for finding in plan.findings:
         style = "red" if finding["level"] == "error" else "yellow"
         console.print(f"[{style}]{finding['level']}[/]: {finding['text']}")
-    table = Table("resource", "type", "depends on", "requests", "checked", box=None, pad_edge=False)
+    # One block per resource, like `terraform plan`: narrow terminals stay readable.
     for resource in plan.resources:
-        operations = ", ".join(f"{r.service}:{r.operation}" for r in resource.requests)
-        checked = "[green]yes[/]" if all(r.validated for r in resource.requests) else "[red]NO[/]"
-        table.add_row(resource.name, resource.type, ", ".join(resource.depends_on) or "-", operations, checked)
-    console.print(table)
+        after = f"  [dim]after {', '.join(resource.depends_on)}[/]" if resource.depends_on else ""
+        mark = "[cyan]<=[/]" if resource.lookup else "[green]+[/]"
+        console.print(f"{mark} [bold]{resource.name}[/] ({resource.type}){after}")
+        for request in resource.requests:
+            mark = "[green]checked[/]" if request.validated else "[red]REFUSED[/]"
+            console.print(f"    {request.service}:{request.operation}  {mark}")
     for request in (r for resource in plan.resources for r in resource.requests if not r.validated):
         for problem in request.problems:
             console.print(f"[red]refused offline[/]: {request.service}:{request.operation}: {problem}")
@@ -28,8 +30,10 @@ def render_plan(plan, console: Console) -> None:
         console.print(f"  {item.what}: {price}  [dim]{item.source}[/]")
     for note in cost.notes:
         console.print(f"  [dim]note: {note}[/]")
-    console.print(f"{plan.request_count} AWS requests, {plan.validated_count} checked against the botocore models offline; "
-                  "run with --json for every parameter")
+    creates = sum(len(resource.requests) for resource in plan.resources)
+    console.print(f"{plan.request_count} AWS requests ({creates} for apply, {plan.request_count - creates} for destroy), "
+                  f"{plan.validated_count} checked strictly against the botocore models offline; --json shows every parameter")
+    console.print("[dim]+ create   <= read only[/]")
 
 
 def render_size(result: dict, console: Console) -> None:

@@ -8,6 +8,7 @@ types, TP degrees, memory fit) live in ``neurondeploy.planner.checks``.
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from typing import Annotated, Literal
 
@@ -21,6 +22,10 @@ REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
 ROLE_ARN_PATTERN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+$"
 S3_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
 RESERVED_TAG_PREFIXES = ("aws:", "neurondeploy:")
+# An ALB needs a /27 or larger subnet in each AZ; the VPC is cut into public + private blocks per AZ.
+SMALLEST_SUBNET_PREFIX = 27
+# AWS's tag character set (letters, spaces, digits and _ . : / = + - @).
+TAG_PATTERN = re.compile(r"[\w\s.:/=+\-@]*")
 
 
 class FieldIssue(ValueError):
@@ -99,8 +104,16 @@ class NetworkSpec(StrictModel):
     def _allowed_cidrs_parse(cls, values: list[str]) -> list[str]:
         return [_cidr(value) for value in values]
 
+    @property
+    def subnet_prefix(self) -> int:
+        """Prefix length of each public/private subnet when the VPC is created (2 blocks per AZ)."""
+        return ipaddress.ip_network(self.vpc_cidr).prefixlen + math.ceil(math.log2(2 * self.availability_zones))
+
     @model_validator(mode="after")
     def _existing_vpc_needs_subnets(self) -> NetworkSpec:
+        if self.vpc_id is None and self.subnet_prefix > SMALLEST_SUBNET_PREFIX:
+            raise FieldIssue("vpc_cidr", f"{self.vpc_cidr} is too small for {self.availability_zones} AZs "
+                             f"(subnets would be /{self.subnet_prefix}; an ALB needs /{SMALLEST_SUBNET_PREFIX})")
         if self.vpc_id is None and (self.public_subnet_ids or self.instance_subnet_ids):
             raise FieldIssue("vpc_id", "subnet ids were given without vpc_id; set vpc_id to the VPC they belong to")
         return self
@@ -168,6 +181,8 @@ def validate_tags(tags: dict[str, str]) -> dict[str, str]:
     for key, value in tags.items():
         if not 1 <= len(key) <= 128 or len(value) > 256:
             raise ValueError(f"tag {key!r}: keys are 1-128 characters and values at most 256")
+        if not TAG_PATTERN.fullmatch(key) or not TAG_PATTERN.fullmatch(value):
+            raise ValueError(f"tag {key!r}: keys and values may hold letters, digits, spaces and _ . : / = + - @ only")
         if key.lower().startswith(RESERVED_TAG_PREFIXES):
             raise ValueError(f"tag {key!r} uses a reserved prefix ({', '.join(RESERVED_TAG_PREFIXES)}); rename it")
     return tags

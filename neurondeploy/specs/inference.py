@@ -303,6 +303,17 @@ class InferenceSpec(SpecBase):
             raise FieldIssue("dns" if self.dns else "tls", "dns and tls apply to platform ec2 (SageMaker endpoints have their own HTTPS URL); remove them or use platform ec2")
         if self.tls and self.tls.enabled and not self.tls.certificate_arn and not self.dns:
             raise FieldIssue("tls", "tls without certificate_arn needs dns (the certificate is validated through Route 53); add dns or certificate_arn")
+        if self.deployment.platform == "ec2":
+            if container != "neurondeploy":
+                raise FieldIssue("deployment.container.kind", f"container {container} runs on SageMaker only; "
+                                 "use platform sagemaker, or container kind neurondeploy on ec2")
+            network = self.network
+            if network.creates_vpc and network.availability_zones < 2:
+                raise FieldIssue("network.availability_zones", "an application load balancer needs 2 or more availability zones; set 2")
+            if not network.creates_vpc and len(network.public_subnet_ids) < 2:
+                raise FieldIssue("network.public_subnet_ids", "an application load balancer needs 2 or more public subnets in different AZs; list them")
+            if not network.creates_vpc and network.instance_subnets == "private" and not network.instance_subnet_ids:
+                raise FieldIssue("network.instance_subnet_ids", "instance_subnets is private: list private subnets that route to a NAT gateway")
         if self.deployment.platform == "sagemaker" and self.serving.port != 8080:
             raise FieldIssue("serving.port", "SageMaker containers must listen on 8080; remove serving.port")
         return self

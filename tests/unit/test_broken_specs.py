@@ -81,6 +81,15 @@ CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
     ("tls without dns", INFERENCE.replace("platform: sagemaker", "platform: ec2") + "tls: {enabled: true}\n", "needs dns", 10),
     ("dns record outside zone", INFERENCE.replace("platform: sagemaker", "platform: ec2")
      + "dns:\n  hosted_zone_id: Z123ABC\n  zone_name: example.com\n  record_name: api.example.org\n", "not inside zone", 13),
+    ("hf container on ec2", INFERENCE.replace("task: feature-extraction", "task: text-generation")
+     .replace('  factory: "my_models:build"', "  hf_model_id: org/model").replace("platform: sagemaker", "platform: ec2")
+     + "  container: {kind: hf-vllm}\n", "runs on SageMaker only", 10),
+    ("one AZ behind an ALB", INFERENCE.replace("platform: sagemaker", "platform: ec2") + "network: {availability_zones: 1}\n",
+     "2 or more availability zones", 10),
+    ("existing VPC with one public subnet", INFERENCE.replace("platform: sagemaker", "platform: ec2")
+     + "network:\n  vpc_id: vpc-0123456789abcdef0\n  public_subnet_ids: [subnet-0123456789abcdef0]\n", "2 or more public subnets", 12),
+    ("VPC too small for the AZs", INFERENCE + "network: {vpc_cidr: 10.0.0.0/24, availability_zones: 6}\n", "too small", 10),
+    ("tag with forbidden characters", INFERENCE + "tags: {team: 'a;b'}\n", "tags", 10),
     ("reserved tag", INFERENCE + "tags: {'neurondeploy:deployment': x}\n", "reserved prefix", 10),
     ("bad vpc id", INFERENCE + "network:\n  vpc_id: vpc-XYZ\n", "network.vpc_id", 11),
     ("subnets without vpc", INFERENCE + "network:\n  public_subnet_ids: [subnet-0123456789abcdef0]\n", "without vpc_id", 10),

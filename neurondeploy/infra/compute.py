@@ -1,0 +1,173 @@
+"""EC2 serving instances: the DLAMI lookup, launch template (with user data), Auto Scaling group and policy.
+
+AMI: ``ami`` (type ssm:parameter-lookup) reads the Neuron PyTorch DLAMI id from its public SSM parameter
+once at apply, plus the image's root device name (Ubuntu and AL2023 differ). The id is then fixed in the
+launch template. ``resolve:ssm:`` in the template would let a later scale-out boot a newer DLAMI whose
+Neuron runtime no longer matches the compiled artifact.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+
+from neurondeploy.errors import PlanError
+from neurondeploy.infra.refs import find_refs, ref
+from neurondeploy.infra.resources import (
+    PlanContext, Request, Resource, aws_name, ec2_tags, ownership_tags, resource, split_s3, tag_list,
+)
+
+USER_DATA_MAX_BYTES = 16 * 1024  # EC2 limit, before base64
+INSTALL_SECONDS = 300  # pip install + service start, added to the ASG health-check grace period
+ACCOUNT_REF = ref("account", "Account")
+APP_DIR = "/opt/neurondeploy"
+
+
+def ami_resource(ctx: PlanContext, min_root_gib: int | None = None) -> Resource:
+    """The AMI id, its root device name, and the root volume size: the larger of ``min_root_gib`` and the
+    image's snapshot (a smaller size fails to launch; omitting it is refused by some APIs and emulators)."""
+    biggest = "max(Images[0].BlockDeviceMappings[].Ebs.VolumeSize || `[]`) || `1`"
+    describe_outputs = {"RootDeviceName": "Images[0].RootDeviceName",
+                        "RootVolumeSize": f"max([`{min_root_gib or 1}`, {biggest}])"}
+    if ctx.ami_id:
+        describe = Request("ec2", "DescribeImages", {"ImageIds": [ctx.ami_id]},
+                           {"ImageId": "Images[0].ImageId", **describe_outputs})
+        return resource("ami", "ec2:image-lookup", [describe], taggable=False,
+                        description=f"The given AMI {ctx.ami_id}, its root device and size; reads only")
+    get = Request("ssm", "GetParameter", {"Name": ctx.ami_ssm_parameter}, {"ImageId": "Parameter.Value"})
+    describe = Request("ec2", "DescribeImages", {"ImageIds": [ref("ami", "ImageId")]}, describe_outputs)
+    return resource("ami", "ssm:parameter-lookup", [get, describe], taggable=False,
+                    description=f"Neuron DLAMI id from the public SSM parameter {ctx.ami_ssm_parameter}; reads only")
+
+
+def user_data_script(spec, artifact_s3_uri: str, *, venv: str = PlanContext.neuron_venv,
+                     install_requirement: str = PlanContext.install_requirement) -> str:
+    """Boot script: install neurondeploy into the DLAMI's Neuron PyTorch venv, fetch and unpack the
+    artifact, run ``neurondeploy serve`` under systemd (restarted on failure, started on every boot)."""
+    unresolvable = find_refs(artifact_s3_uri) - {("account", "Account")}
+    if unresolvable:
+        raise PlanError(f"the artifact URI {artifact_s3_uri} holds values known only at apply ({sorted(unresolvable)})",
+                        "give PlanContext.artifact_s3_uri as a plain s3:// URI")
+    bucket, key = split_s3(artifact_s3_uri)
+    # systemd expands % specifiers: double them so values arrive as written.
+    env = "".join(f"Environment={shlex.quote(f'{k}={v}'.replace('%', '%%'))}\n" for k, v in spec.deployment.container.env.items())
+    serve = shlex.join([f"{venv}/bin/neurondeploy", "serve", f"{APP_DIR}/spec.json", "--artifact", f"{APP_DIR}/artifact",
+                        "--host", "0.0.0.0", "--port", str(spec.serving.port)])
+    return f"""#!/bin/bash
+# neurondeploy {spec.name}: serving instance bootstrap (cloud-init runs it once, as root)
+set -euo pipefail
+exec > >(tee -a /var/log/neurondeploy-bootstrap.log) 2>&1
+mkdir -p {APP_DIR}/artifact
+{shlex.quote(venv)}/bin/pip install --no-cache-dir {shlex.quote(install_requirement)}
+cat > {APP_DIR}/spec.json <<'SPEC'
+{spec.model_dump_json()}
+SPEC
+{shlex.quote(venv)}/bin/python - <<'PY'
+import boto3
+region, bucket, key = {json.dumps(spec.region)}, {json.dumps(bucket)}, {json.dumps(key)}
+if {json.dumps(ACCOUNT_REF)} in bucket:  # the shared bucket's name holds the account id: read it here
+    account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
+    bucket = bucket.replace({json.dumps(ACCOUNT_REF)}, account)
+boto3.client("s3", region_name=region).download_file(bucket, key, "{APP_DIR}/artifact.tar.gz")
+PY
+tar -xzf {APP_DIR}/artifact.tar.gz -C {APP_DIR}/artifact
+rm -f {APP_DIR}/artifact.tar.gz
+cat > /etc/systemd/system/neurondeploy.service <<'UNIT'
+[Unit]
+Description=neurondeploy model server ({spec.name})
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+{env}ExecStart={serve}
+Restart=on-failure
+RestartSec=5
+# Bucketed models open many files (torch_neuronx.bucket_model_trace docs: ulimit -n 65535).
+LimitNOFILE=65535
+NoNewPrivileges=true
+PrivateTmp=true
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+systemctl enable --now neurondeploy.service
+"""
+
+
+def launch_template_resource(spec, ctx: PlanContext, artifact_s3_uri: str) -> Resource:
+    script = user_data_script(spec, artifact_s3_uri, venv=ctx.neuron_venv, install_requirement=ctx.install_requirement)
+    if len(script.encode()) > USER_DATA_MAX_BYTES:
+        raise PlanError(f"instance user data is {len(script.encode())} bytes; EC2 allows {USER_DATA_MAX_BYTES}",
+                        "shorten deployment.container.env")
+    name = aws_name(spec, "lt", 128)
+    ebs = {"Encrypted": True, "VolumeType": "gp3", "DeleteOnTermination": True, "VolumeSize": ref("ami", "RootVolumeSize")}
+    instance_tags = [{"ResourceType": kind, "Tags": tag_list(ownership_tags(spec))}
+                     for kind in ("instance", "volume", "network-interface")]
+    data = {
+        "ImageId": ref("ami", "ImageId"),
+        "InstanceType": spec.deployment.instance_type,
+        "IamInstanceProfile": {"Arn": ref("instance-profile", "Arn")},
+        "SecurityGroupIds": [ref("sg-instances", "GroupId"), *spec.network.security_group_ids],
+        # IMDSv2 only, one hop: a process in a container on the host cannot reach the instance credentials.
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1},
+        "BlockDeviceMappings": [{"DeviceName": ref("ami", "RootDeviceName"), "Ebs": ebs}],
+        "UserData": base64.b64encode(script.encode()).decode(),
+        "TagSpecifications": instance_tags,
+    }
+    template_id = ref("launch-template", "LaunchTemplateId")
+    return resource("launch-template", "ec2:launch-template", [
+        Request("ec2", "CreateLaunchTemplate", {
+            "LaunchTemplateName": name, "LaunchTemplateData": data,
+            "TagSpecifications": ec2_tags(spec, "launch-template", name),
+        }, {"LaunchTemplateId": "LaunchTemplate.LaunchTemplateId",
+            "Version": "to_string(LaunchTemplate.LatestVersionNumber)"}),
+    ], [Request("ec2", "DeleteLaunchTemplate", {"LaunchTemplateId": template_id})],
+        description=f"{spec.deployment.instance_type}, Neuron DLAMI, IMDSv2, encrypted root volume, no SSH key")
+
+
+def capacity(spec) -> tuple[int, int, int]:
+    """(min, max, desired) from instance_count and autoscaling."""
+    count, scaling = spec.deployment.instance_count, spec.deployment.autoscaling
+    if not scaling:
+        return count, count, count
+    return scaling.min_instances, scaling.max_instances, min(max(count, scaling.min_instances), scaling.max_instances)
+
+
+def autoscaling_group_resource(spec, subnet_ids: list[str], *, after: list[str]) -> Resource:
+    name = aws_name(spec, "asg", 255)
+    low, high, desired = capacity(spec)
+    deployment = spec.deployment
+    grace = deployment.model_download_timeout_s + deployment.health_check_timeout_s + INSTALL_SECONDS
+    tags = [{"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": name, "ResourceType": "auto-scaling-group"}
+            for k, v in ownership_tags(spec).items()]
+    create = [Request("autoscaling", "CreateAutoScalingGroup", {
+        "AutoScalingGroupName": name,
+        "LaunchTemplate": {"LaunchTemplateId": ref("launch-template", "LaunchTemplateId"),
+                           "Version": ref("launch-template", "Version")},
+        "MinSize": low, "MaxSize": high, "DesiredCapacity": desired,
+        "VPCZoneIdentifier": ",".join(subnet_ids),
+        "TargetGroupARNs": [ref("target-group", "TargetGroupArn")],
+        # ELB health: an instance whose /ping fails is replaced, after time to install, download and load.
+        "HealthCheckType": "ELB", "HealthCheckGracePeriod": grace,
+        "Tags": tags,
+    })]
+    if deployment.autoscaling:
+        # EC2 target tracking has one warm-up, not the spec's per-direction cooldowns (those are SageMaker's).
+        create.append(Request("autoscaling", "PutScalingPolicy", {
+            "AutoScalingGroupName": name, "PolicyName": f"{spec.name}-requests-per-target",
+            "PolicyType": "TargetTrackingScaling", "EstimatedInstanceWarmup": grace,
+            "TargetTrackingConfiguration": {
+                "PredefinedMetricSpecification": {
+                    "PredefinedMetricType": "ALBRequestCountPerTarget",
+                    "ResourceLabel": f"{ref('alb', 'FullName')}/{ref('target-group', 'FullName')}"},
+                "TargetValue": float(deployment.autoscaling.target_invocations_per_instance)},
+        }))
+    # No botocore waiter for ASG deletion: the executor polls DescribeAutoScalingGroups until the group is
+    # gone (its instances terminated) before deleting the launch template and security groups.
+    return resource("asg", "autoscaling:group", create,
+                    [Request("autoscaling", "DeleteAutoScalingGroup", {"AutoScalingGroupName": name, "ForceDelete": True})],
+                    after=after,
+                    description=f"{low}-{high} × {deployment.instance_type} behind the target group (ELB health checks)"
+                    + ("; target tracking on ALBRequestCountPerTarget" if deployment.autoscaling else ""))

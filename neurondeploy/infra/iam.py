@@ -1,0 +1,135 @@
+"""IAM roles with inline least-privilege policies, and the EC2 instance profile.
+
+No AWS managed policy is attached: each role gets exactly the S3 prefixes, ECR repositories and log groups
+its deployment uses. Roles live under path /neurondeploy/ so they are easy to audit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from neurondeploy.infra.refs import ref
+from neurondeploy.infra.resources import (
+    PlanContext, Request, Resource, Wait, account, aws_name, ownership_tags, partition, resource, s3_bucket_arn,
+    s3_prefix_arn, split_s3, tag_list,
+)
+
+ROLE_PATH = "/neurondeploy/"
+ROLE_NAME_MAX = 64
+POLICY_NAME = "neurondeploy"
+_ECR = re.compile(r"^(?P<account>\$\{[^}]+\}|[^./]+)\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/(?P<repo>[^:@]+)")
+
+
+def policy_document(statements: list[dict]) -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": statements}, separators=(",", ":"))
+
+
+def _trust(service: str) -> str:
+    return policy_document([{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}])
+
+
+def role_resource(spec, name: str, suffix: str, service: str, statements: list[dict], description: str) -> Resource:
+    role_name = aws_name(spec, suffix, ROLE_NAME_MAX)
+    return resource(name, "iam:role", [
+        Request("iam", "CreateRole", {
+            "RoleName": role_name, "Path": ROLE_PATH, "AssumeRolePolicyDocument": _trust(service),
+            "Description": description, "Tags": tag_list(ownership_tags(spec)),
+        }, {"Arn": "Role.Arn", "RoleName": "Role.RoleName"}, Wait("RoleExists", {"RoleName": role_name})),
+        Request("iam", "PutRolePolicy", {"RoleName": role_name, "PolicyName": POLICY_NAME,
+                                         "PolicyDocument": policy_document(statements)}),
+    ], [
+        Request("iam", "DeleteRolePolicy", {"RoleName": role_name, "PolicyName": POLICY_NAME}),
+        Request("iam", "DeleteRole", {"RoleName": role_name}),
+    ], description=description)
+
+
+def instance_role_resources(spec, ctx: PlanContext, artifact_s3_uri: str) -> list[Resource]:
+    """Role + instance profile for EC2 serving instances: read the artifact, write their own log group.
+    With ``iam.role_arn`` only the profile is created, carrying that role (left unchanged)."""
+    region = spec.region
+    resources = []
+    if spec.iam.role_arn:
+        role_name = spec.iam.role_arn.rsplit("/", 1)[1]
+    else:
+        log_group = f"arn:{partition(region)}:logs:{region}:{account(ctx)}:log-group:/neurondeploy/{spec.name}"
+        statements = [
+            {"Sid": "ReadArtifact", "Effect": "Allow", "Action": "s3:GetObject",
+             "Resource": s3_prefix_arn(artifact_s3_uri, region, parent=True)},
+            {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+             "Resource": [log_group, f"{log_group}:*"]},
+        ]
+        service = "ec2.amazonaws.com.cn" if partition(region) == "aws-cn" else "ec2.amazonaws.com"
+        resources.append(role_resource(spec, "instance-role", "ec2-role", service, statements,
+                                       "neurondeploy serving instances: read the artifact prefix, write their log group"))
+        role_name = ref("instance-role", "RoleName")
+    profile_name = aws_name(spec, "ec2-profile", 128)
+    resources.append(resource("instance-profile", "iam:instance-profile", [
+        Request("iam", "CreateInstanceProfile", {"InstanceProfileName": profile_name, "Path": ROLE_PATH,
+                                                 "Tags": tag_list(ownership_tags(spec))},
+                {"Arn": "InstanceProfile.Arn"}),
+        Request("iam", "AddRoleToInstanceProfile", {"InstanceProfileName": profile_name, "RoleName": role_name},
+                wait=Wait("InstanceProfileExists", {"InstanceProfileName": profile_name})),
+    ], [
+        Request("iam", "RemoveRoleFromInstanceProfile", {"InstanceProfileName": profile_name, "RoleName": role_name}),
+        Request("iam", "DeleteInstanceProfile", {"InstanceProfileName": profile_name}),
+    ], description="Instance profile carrying the instance role (EC2 may take ~10 s to see a new one)"))
+    return resources
+
+
+# --- statements ----------------------------------------------------------------------------------------
+
+
+def s3_statements(region: str, *, read: list[str] = (), write: list[str] = ()) -> list[dict]:
+    """GetObject under ``read`` prefixes, Get/PutObject under ``write`` prefixes, ListBucket limited to them."""
+    statements = []
+    if read:
+        statements.append({"Sid": "ReadS3", "Effect": "Allow", "Action": "s3:GetObject",
+                           "Resource": sorted({s3_prefix_arn(u, region) for u in read})})
+    if write:
+        statements.append({"Sid": "WriteS3", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+                           "Resource": sorted({s3_prefix_arn(u, region) for u in write})})
+    by_bucket: dict[str, set[str]] = {}
+    for uri in [*read, *write]:
+        key = split_s3(uri)[1].strip("/")
+        by_bucket.setdefault(s3_bucket_arn(uri, region), set()).update({f"{key}/*", key} if key else {"*"})
+    for i, (bucket, prefixes) in enumerate(sorted(by_bucket.items())):
+        statements.append({"Sid": f"ListS3{i}", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket,
+                           "Condition": {"StringLike": {"s3:prefix": sorted(prefixes)}}})
+    return statements
+
+
+def ecr_pull_statements(region: str, images: list[str]) -> list[dict]:
+    repositories = set()
+    for image in images:
+        match = _ECR.match(image)
+        # Not an ECR URI (SageMaker can also pull from a VPC registry): no repository to scope to.
+        repositories.add(f"arn:{partition(match['region'])}:ecr:{match['region']}:{match['account']}:repository/{match['repo']}"
+                         if match else "*")
+    return [
+        # GetAuthorizationToken has no resource-level permissions.
+        {"Sid": "EcrToken", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
+        {"Sid": "EcrPull", "Effect": "Allow", "Action": ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage",
+                                                          "ecr:GetDownloadUrlForLayer"],
+         "Resource": sorted(repositories)},
+    ]
+
+
+def sagemaker_log_statements(region: str, ctx: PlanContext, group: str) -> list[dict]:
+    arn = f"arn:{partition(region)}:logs:{region}:{account(ctx)}:log-group:/aws/sagemaker/{group}"
+    return [
+        {"Sid": "Logs", "Effect": "Allow",
+         "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+         "Resource": [arn, f"{arn}:*"]},
+        {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
+         "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}},
+    ]
+
+
+def vpc_statements() -> list[dict]:
+    # What SageMaker needs to put its ENIs in the deployment's subnets; these EC2 actions take no resource ARNs
+    # in any useful way (the subnets' ENIs do not exist yet).
+    return [{"Sid": "VpcEnis", "Effect": "Allow", "Action": [
+        "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+        "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
+        "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"], "Resource": "*"}]

@@ -1,0 +1,82 @@
+"""Plans of every template: offline, every request checked, fast, and stale plans refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from neurondeploy.errors import PlanError
+from neurondeploy.infra.refs import find_refs
+from neurondeploy.planner.plan import PlanRefused, build_plan, load_saved_plan, save_plan
+from neurondeploy.specs import load_spec, parse_spec
+
+TEMPLATES = sorted((Path(__file__).parents[2] / "templates").glob("*.yaml"))
+NO_CREDENTIALS = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")} | {
+    "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}
+
+
+def test_there_are_templates_of_every_required_shape():
+    specs = [load_spec(path).spec for path in TEMPLATES]
+    kinds = {(spec.kind, getattr(getattr(spec, "deployment", None), "platform", None)) for spec in specs}
+    assert {("inference", "sagemaker"), ("inference", "ec2"), ("training", None)} <= kinds
+    assert any(spec.kind == "training" and spec.instance_type == "trn1.32xlarge" and spec.instance_count > 1 for spec in specs)
+    assert any(spec.kind == "inference" and spec.task == "text-generation" for spec in specs)
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=[path.name for path in TEMPLATES])
+def test_template_plans_offline_with_every_request_validated(template):
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "neurondeploy.cli", "plan", str(template), "--json"],
+                            capture_output=True, text=True, env=NO_CREDENTIALS)
+    elapsed = time.perf_counter() - start
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["resources"]
+    names = {resource["name"] for resource in plan["resources"]}
+    for resource in plan["resources"]:
+        assert len(resource["requests"]) >= 1, resource["name"]
+        for request in resource["requests"] + resource["delete_requests"]:
+            assert request["validated"], (resource["name"], request["operation"], request["problems"])
+        for name, _ in find_refs([r["params"] for r in resource["requests"]]):
+            assert name in names, f"{resource['name']} refers to unknown resource {name}"
+    assert plan["request_count"] == plan["validated_count"] > 0
+    assert plan["cost"]["hourly_usd"] > 0
+    print(f"{template.name}: plan in {elapsed:.2f} s")
+    assert elapsed < 3  # the goal is < 1 s (see bench/plan.py); this bound only catches gross regressions under load
+
+
+def test_ec2_plan_tags_every_taggable_resource_at_creation():
+    plan = build_plan(load_spec(next(path for path in TEMPLATES if path.name == "minilm-ec2-alb.yaml")))
+    text_of = json.dumps
+    for resource in plan.resources:
+        if resource.taggable:
+            first = text_of(resource.requests[0].params)
+            assert "neurondeploy:deployment" in first and "neurondeploy:managed-by" in first, resource.name
+
+
+def test_plan_refuses_a_spec_with_errors():
+    loaded = parse_spec("kind: inference\nname: x\ntask: feature-extraction\nmodel: {factory: 'm:f'}\n"
+                        "deployment: {instance_type: inf2.xlarge, tensor_parallel: 4}\n", file="x.yaml")
+    with pytest.raises(PlanRefused) as refused:
+        build_plan(loaded)
+    assert "x.yaml:5: deployment.tensor_parallel: TP=4 is more than the 2 NeuronCores" in refused.value.problems[0].one_line()
+
+
+def test_saved_plan_is_refused_once_the_spec_changes(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text((TEMPLATES[0]).read_text())
+    saved = tmp_path / "plan.json"
+    save_plan(build_plan(load_spec(spec)), saved)
+    assert load_saved_plan(saved, load_spec(spec)).spec_sha256 == load_spec(spec).digest
+    spec.write_text(spec.read_text() + "\n# edited\n")
+    with pytest.raises(PlanError, match="stale"):
+        load_saved_plan(saved, load_spec(spec))
+    saved.write_text("{not json")
+    with pytest.raises(PlanError, match="not a neurondeploy plan"):
+        load_saved_plan(saved, load_spec(spec))
