@@ -34,6 +34,28 @@ distribution:
   tensor_parallel: 8
 """
 
+LLM = """\
+kind: inference
+name: llm
+task: text-generation
+model:
+  hf_model_id: org/llm-8b
+  architecture:
+    layers: 32
+    hidden_size: 4096
+    attention_heads: 32
+    kv_heads: 8
+    vocab_size: 128256
+    intermediate_size: 14336
+    gated_mlp: true
+compile: {batch_sizes: [1], sequence_lengths: [4096]}
+deployment:
+  platform: sagemaker
+  instance_type: inf2.48xlarge
+  container: {kind: hf-vllm}
+  tensor_parallel: 8
+"""
+
 # (case id, spec text, substring the error must contain, line the error must point at or None)
 CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
     ("empty file", "", "empty", None),
@@ -90,6 +112,12 @@ CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
      + "network:\n  vpc_id: vpc-0123456789abcdef0\n  public_subnet_ids: [subnet-0123456789abcdef0]\n", "2 or more public subnets", 12),
     ("VPC too small for the AZs", INFERENCE + "network: {vpc_cidr: 10.0.0.0/24, availability_zones: 6}\n", "too small", 10),
     ("tag with forbidden characters", INFERENCE + "tags: {team: 'a;b'}\n", "tags", 10),
+    ("heads not divisible by TP under NxDI", LLM.replace("tensor_parallel: 8", "tensor_parallel: 24"), "not divisible by TP=24", 19),
+    ("LLM KV cache does not fit", LLM.replace("inf2.48xlarge", "inf2.8xlarge").replace("tensor_parallel: 8", "tensor_parallel: 2")
+     .replace("batch_sizes: [1]", "batch_sizes: [64]"),
+     "does not fit", 17),
+    ("instance not offered in the region", TRAINING + "region: eu-west-1\n", "not offered in eu-west-1", 4),
+    ("image not published in the region", LLM + "region: eu-north-1\n", "eu-north-1", 18),
     ("reserved tag", INFERENCE + "tags: {'neurondeploy:deployment': x}\n", "reserved prefix", 10),
     ("bad vpc id", INFERENCE + "network:\n  vpc_id: vpc-XYZ\n", "network.vpc_id", 11),
     ("subnets without vpc", INFERENCE + "network:\n  public_subnet_ids: [subnet-0123456789abcdef0]\n", "without vpc_id", 10),
@@ -119,6 +147,13 @@ CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
     ("training does not fit", TRAINING + "architecture: {layers: 80, hidden_size: 8192, attention_heads: 64, vocab_size: 128256}\n",
      "does not fit", 7),
 ]
+
+
+@pytest.mark.parametrize("text", [INFERENCE, TRAINING, LLM], ids=["inference", "training", "llm"])
+def test_the_bases_the_corpus_breaks_are_valid(tmp_path, capsys, text):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    assert main(["validate", str(spec)]) == 0, capsys.readouterr().err
 
 
 def test_corpus_is_large_enough():
