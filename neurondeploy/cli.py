@@ -26,6 +26,12 @@ def _console():
     return Console(highlight=False, soft_wrap=True)
 
 
+def _console_err():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True, stderr=True)
+
+
 def cmd_validate(args) -> int:
     from neurondeploy.planner.validate import validate_files
 
@@ -65,6 +71,75 @@ def cmd_size(args) -> int:
 
         render_size(result, _console())
     return 0 if result["options"] else 3
+
+
+def cmd_compile(args) -> int:
+    from neurondeploy.compiler.backends import select_backend
+    from neurondeploy.compiler.cache import CompileCache
+    from neurondeploy.compiler.compile import compile_spec
+    from neurondeploy.specs import load_spec
+
+    loaded = load_spec(args.spec)
+    console = _console_err()
+    backend = select_backend(args.backend).name
+    if backend == "cpu":
+        why = "forced with --backend cpu" if args.backend == "cpu" else "torch_neuronx is not installed here"
+        console.print(f"backend: [bold]cpu[/] ({why}): a CPU trace with the same artifact format, for testing and local serving")
+    else:
+        console.print("backend: [bold]neuron[/] (torch_neuronx.trace with neuronx-cc)")
+    cache = CompileCache(root=Path(args.cache_dir) if args.cache_dir else None, s3_uri=args.cache_s3)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    buckets = loaded.spec.compile.buckets if loaded.spec.kind == "inference" else []
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} buckets"),
+                  TimeElapsedColumn(), console=console, transient=False) as progress:
+        task = progress.add_task("compiling", total=len(buckets))
+
+        def on_bucket(bucket) -> None:
+            state = f"cache hit ({bucket.source})" if bucket.cache_hit else f"compiled in {bucket.trace_s:.1f} s"
+            progress.console.print(f"  bucket batch {bucket.batch_size} × {bucket.length}: {state}")
+            progress.advance(task)
+
+        result = compile_spec(loaded, backend=args.backend, cache=cache,
+                              out_dir=Path(args.out) if args.out else None, on_bucket=on_bucket)
+    if args.json:
+        _print_json(result.as_dict())
+    else:
+        console.print(f"artifact: [bold]{result.artifact_dir}[/] ({len(result.buckets)} buckets, {result.seconds:.1f} s)")
+    return 0
+
+
+def cmd_cache(args) -> int:
+    from neurondeploy.compiler.cache import CompileCache
+
+    cache = CompileCache(root=Path(args.cache_dir) if args.cache_dir else None)
+    if args.cache_command == "ls":
+        entries = cache.ls()
+        if args.json:
+            _print_json([{"key": e.key, "path": str(e.path), "size_bytes": e.size_bytes, "created": e.created,
+                          "last_used": e.last_used, "metadata": e.metadata} for e in entries])
+        else:
+            for entry in entries:
+                print(f"{entry.key[:16]}  {entry.size_bytes / 2**20:9.1f} MiB  {entry.path}")
+            print(f"{len(entries)} entries, {sum(e.size_bytes for e in entries) / 2**20:.1f} MiB in {cache.root}")
+    elif args.cache_command == "verify":
+        verified, removed = cache.verify()
+        for key in removed:
+            print(f"corrupt, removed: {key}")
+        print(f"{len(verified)} entries verified, {len(removed)} corrupt entries removed")
+        return 0 if not removed else 1
+    elif args.cache_command == "rm":
+        for key in cache.remove(args.key):
+            print(f"removed {key}")
+    else:
+        if args.older_than_days is None and args.max_gib is None:
+            from neurondeploy.errors import NeurondeployError
+
+            raise NeurondeployError("cache prune needs --older-than-days or --max-gib", "e.g. cache prune --older-than-days 30")
+        removed = cache.prune(older_than_s=args.older_than_days * 86400 if args.older_than_days is not None else None,
+                              max_bytes=int(args.max_gib * 2**30) if args.max_gib is not None else None)
+        print(f"pruned {len(removed)} entries")
+    return 0
 
 
 def cmd_schema(args) -> int:
@@ -112,6 +187,29 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--region", help="only instances offered in this region")
     size.add_argument("--json", action="store_true")
     size.set_defaults(handler=cmd_size)
+
+    compile_ = commands.add_parser("compile", help="compile an inference spec's model into an artifact, one module per bucket, cached")
+    compile_.add_argument("spec", metavar="SPEC")
+    compile_.add_argument("--backend", default="auto", choices=["auto", "neuron", "cpu"],
+                          help="auto: neuron when torch_neuronx imports, else the CPU fallback")
+    compile_.add_argument("--out", metavar="DIR", help="artifact directory (default artifacts/<name>)")
+    compile_.add_argument("--cache-dir", metavar="DIR", help="local cache (default $NEURONDEPLOY_CACHE_DIR or ~/.cache/neurondeploy)")
+    compile_.add_argument("--cache-s3", metavar="S3_URI", help="team cache shared through an S3 prefix")
+    compile_.add_argument("--json", action="store_true", help="print a JSON summary (artifact, cache hit per bucket, times)")
+    compile_.set_defaults(handler=cmd_compile)
+
+    cache = commands.add_parser("cache", help="list, remove or prune compiled entries in the local cache")
+    cache.add_argument("--cache-dir", metavar="DIR")
+    cache_commands = cache.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
+    cache_ls = cache_commands.add_parser("ls", help="entries, newest first")
+    cache_ls.add_argument("--json", action="store_true")
+    cache_rm = cache_commands.add_parser("rm", help="remove entries by key or key prefix (6+ characters)")
+    cache_rm.add_argument("key")
+    cache_commands.add_parser("verify", help="hash every file of every entry (lookups trust untouched files); drop corrupt ones")
+    cache_prune = cache_commands.add_parser("prune", help="drop entries unused for a while, then least recently used")
+    cache_prune.add_argument("--older-than-days", type=float)
+    cache_prune.add_argument("--max-gib", type=float)
+    cache.set_defaults(handler=cmd_cache)
 
     schema = commands.add_parser("schema", help="JSON schema of a spec kind, with every field described")
     schema.add_argument("kind", choices=["inference", "training"])

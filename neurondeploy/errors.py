@@ -43,3 +43,7 @@ class AwsRequestError(NeurondeployError):
     """A request that the AWS service model refuses (checked offline, before sending)."""
 
     exit_code = 3
+
+
+class CacheError(NeurondeployError):
+    """The compile cache cannot be used: lock wait timed out, unknown entry, bad key or S3 URI, bad build output."""

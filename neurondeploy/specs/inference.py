@@ -65,7 +65,8 @@ class ModelSpec(StrictModel):
     factory: Annotated[
         str | None,
         Field(
-            description="Python factory 'package.module:function' returning (model, example_inputs) — for models not on disk.",
+            description="Python factory 'package.module:function' returning a torch.nn.Module that takes the task's inputs "
+            "((input_ids, attention_mask) for text, (pixel_values) for images) — for models not on disk.",
             pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
         ),
     ] = None

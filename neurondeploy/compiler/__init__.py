@@ -1,0 +1,1 @@
+"""Compile models into Neuron (or CPU) artifacts, cached by content hash."""

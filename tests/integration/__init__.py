@@ -1,0 +1,1 @@
+"""Integration tests: real components (moto server over HTTP, subprocesses, torchrun, HTTP servers)."""
