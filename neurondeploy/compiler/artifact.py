@@ -6,7 +6,11 @@ message — the "Could not find a matching NEFF" / "status=2" failure caught bef
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -121,3 +125,55 @@ def check_compatible(manifest: Manifest, *, runtime: str, target: str | None = N
     if neuronx_cc and built_cc and built_cc != neuronx_cc:
         raise ArtifactError(f"{where} was compiled with neuronx-cc {built_cc}; the runtime has {neuronx_cc}",
                             "recompile on the runtime's SDK")
+
+
+def current_runtime() -> str:
+    """Where modules would run here: on NeuronCores when the Neuron SDK is installed, else on the CPU."""
+    return "neuron" if importlib.util.find_spec("torch_neuronx") is not None else "cpu"
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass
+class LoadedArtifact:
+    directory: Path
+    manifest: Manifest
+    modules: dict[tuple[int, int], object]  # (batch size, length) -> torch.jit.ScriptModule
+
+
+def load_artifact(directory: str | Path, *, runtime: str | None = None, target: str | None = None,
+                  neuron_sdk: str | None = None) -> LoadedArtifact:
+    """Validate the manifest against this runtime, check every module's sha256, then torch.jit.load them.
+
+    On Neuron each ``torch.jit.load`` places the NEFF on the next visible NeuronCore (round-robin), so the
+    caller decides replicas by how many times it loads an artifact.
+    """
+    import torch
+
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    runtime = runtime or current_runtime()
+    neuronx_cc = None
+    if runtime == "neuron":
+        try:
+            neuronx_cc = importlib.metadata.version("neuronx-cc")
+        except importlib.metadata.PackageNotFoundError:
+            neuronx_cc = None
+    check_compatible(manifest, runtime=runtime, target=target, neuron_sdk=neuron_sdk, neuronx_cc=neuronx_cc,
+                     where=str(directory))
+    modules = {}
+    for bucket in manifest.buckets:
+        path = directory / bucket.file
+        if not path.is_file():
+            raise ArtifactError(f"{path} is missing from the artifact", "recompile or re-download the artifact")
+        if _file_sha256(path) != bucket.sha256:
+            raise ArtifactError(f"{path} does not match the sha256 in the manifest (damaged or replaced)",
+                                "recompile or re-download the artifact")
+        modules[(bucket.batch_size, bucket.length)] = torch.jit.load(str(path))
+    return LoadedArtifact(directory, manifest, modules)

@@ -66,7 +66,13 @@ class CpuBackend:
             # Shape-dependent Python branches are constants by design: one trace per static bucket.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
             # check_trace re-runs the model to compare; the compiler's own numerical check does that once, properly.
-            return torch.jit.trace(module, example_inputs, check_trace=False)
+            try:
+                return torch.jit.trace(module, example_inputs, check_trace=False)
+            except Exception as exc:  # the model's own error, raised while running it on the example inputs
+                shapes = ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in example_inputs)
+                raise BackendError(f"tracing failed on inputs {shapes}: {_first_line(exc)}",
+                                   "check the model takes the task's inputs (for token ids: set model.architecture."
+                                   "vocab_size so example ids stay in range)") from exc
 
 
 @dataclass
@@ -88,9 +94,15 @@ class NeuronBackend:
             return self.torch_neuronx.trace(module, example_inputs, compiler_args=compiler_args,
                                             compiler_workdir=str(workdir))
         except Exception as exc:  # neuronx-cc failures surface as many types; the log is in workdir
-            raise BackendError(f"neuronx-cc failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+            raise BackendError(f"neuronx-cc failed: {_first_line(exc)}",
                                f"see the compiler log in {workdir}; a compile killed with -9 ran out of host memory "
                                "(use a larger host or --optlevel 1)") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    # TorchScript errors start with a generic banner; the cause is on the last line.
+    return (lines[-1] if lines and lines[0].startswith("The following operation failed") else lines[0]) if lines else type(exc).__name__
 
 
 def select_backend(requested: str = "auto") -> CpuBackend | NeuronBackend:

@@ -237,13 +237,17 @@ def load_factory(reference: str, task: str) -> LoadedModel:
 def load_model(spec: InferenceSpec, base_dir: Path, memo: DigestMemo | None = None) -> LoadedModel:
     model = spec.model
     if model.factory:
-        return load_factory(model.factory, spec.task)
+        loaded = load_factory(model.factory, spec.task)
+        if model.architecture:
+            loaded.vocab_size = model.architecture.vocab_size
+        return loaded
     if model.hf_model_id:
         raise ModelLoadError("model.hf_model_id is loaded by the Hugging Face container on the instance, not compiled here",
                              "give model.path to compile with neurondeploy")
     path = model.resolved_path(base_dir)
     if not path.exists():
         raise ModelLoadError(f"model.path {path} does not exist", "check the path (relative paths are relative to the spec file)")
-    if model.source_kind == "torchscript":
-        return load_torchscript(path, spec.task, memo)
-    return load_hf_directory(path, spec.task, memo)
+    loaded = load_torchscript(path, spec.task, memo) if model.source_kind == "torchscript" else load_hf_directory(path, spec.task, memo)
+    if model.architecture:  # the spec's numbers win: a TorchScript file carries no config
+        loaded.vocab_size = model.architecture.vocab_size
+    return loaded

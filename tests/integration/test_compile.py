@@ -247,3 +247,58 @@ def test_manifest_mismatches_are_refused(tmp_path, fixtures_on_path):
     (result.artifact_dir / "manifest.json").write_text(json.dumps({"format": 1, "name": "x"}))
     with pytest.raises(ArtifactError, match="manifest is invalid"):
         read_manifest(result.artifact_dir)
+
+
+def test_load_artifact_checks_every_module_against_the_manifest(tmp_path, fixtures_on_path):
+    from neurondeploy.compiler.artifact import load_artifact
+
+    result = compile_tiny(tmp_path, tiny_spec(tmp_path).read_text(), CompileCache(root=tmp_path / "cache"))
+    loaded = load_artifact(result.artifact_dir, runtime="cpu", target="inf2")
+    assert sorted(loaded.modules) == [(1, 8), (2, 8)]
+    out = loaded.modules[(2, 8)](torch.ones(2, 8, dtype=torch.int64), torch.ones(2, 8, dtype=torch.int64))
+    assert out.shape == (2, 16)
+    with pytest.raises(ArtifactError, match="cannot run on neuron"):
+        load_artifact(result.artifact_dir, runtime="neuron")
+    victim = result.artifact_dir / result.manifest.buckets[1].file
+    victim.unlink()  # a hard link into the cache: replace it rather than write through it
+    victim.write_bytes(b"not a module")
+    with pytest.raises(ArtifactError, match="does not match the sha256"):
+        load_artifact(result.artifact_dir, runtime="cpu")
+
+
+def test_torchscript_file_and_text_classification_directory_sources(tmp_path, fixtures_on_path):
+    import tiny_models
+    from transformers import BertConfig, BertForSequenceClassification
+
+    cache = CompileCache(root=tmp_path / "cache")
+    traced = torch.jit.trace(tiny_models.text_encoder().eval(), (torch.ones(1, 8, dtype=torch.int64),) * 2, check_trace=False)
+    torch.jit.save(traced, str(tmp_path / "encoder.pt"))
+    text = tiny_spec(tmp_path).read_text().replace("  factory: 'tiny_models:text_encoder'", f"  path: {tmp_path / 'encoder.pt'}\n"
+                                                   "  architecture: {layers: 1, hidden_size: 16, attention_heads: 2, vocab_size: 64}")
+    manifest = compile_tiny(tmp_path, text, cache).manifest
+    assert manifest.model_source == "torchscript" and [b.outputs[0].shape for b in manifest.buckets] == [[1, 16], [2, 16]]
+
+    directory = tmp_path / "classifier"
+    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                        num_labels=3, id2label={0: "neg", 1: "neu", 2: "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2})
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(directory)
+    text = (f"kind: inference\nname: cls\ntask: text-classification\nmodel:\n  path: {directory}\n  dtype: float32\n"
+            "compile: {batch_sizes: [2], sequence_lengths: [16]}\n")
+    manifest = compile_tiny(tmp_path, text, cache).manifest
+    assert manifest.labels == {0: "neg", 1: "neu", 2: "pos"}
+    assert manifest.buckets[0].outputs[0].shape == [2, 3] and manifest.buckets[0].check.max_abs_diff <= 1e-5
+
+
+def test_a_model_that_fails_while_tracing_is_one_clear_line_and_stores_nothing(tmp_path, fixtures_on_path):
+    import tiny_models
+
+    traced = torch.jit.trace(tiny_models.text_encoder().eval(), (torch.ones(1, 8, dtype=torch.int64),) * 2, check_trace=False)
+    torch.jit.save(traced, str(tmp_path / "encoder.pt"))
+    spec = tmp_path / "ts.yaml"  # no architecture: example token ids run past the 64-entry embedding
+    spec.write_text(tiny_spec(tmp_path).read_text().replace("  factory: 'tiny_models:text_encoder'", f"  path: {tmp_path / 'encoder.pt'}"))
+    result = cli("compile", str(spec), "--backend", "cpu", "--cache-dir", str(tmp_path / "cache"), check=False)
+    assert result.returncode == 3 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "tracing failed on inputs (1, 8) torch.int64" in errors[0] and "vocab_size" in errors[0]
+    assert not list((tmp_path / "cache" / "entries").iterdir())
