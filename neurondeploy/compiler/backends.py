@@ -69,10 +69,8 @@ class CpuBackend:
             try:
                 return torch.jit.trace(module, example_inputs, check_trace=False)
             except Exception as exc:  # the model's own error, raised while running it on the example inputs
-                shapes = ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in example_inputs)
-                raise BackendError(f"tracing failed on inputs {shapes}: {_first_line(exc)}",
-                                   "check the model takes the task's inputs (for token ids: set model.architecture."
-                                   "vocab_size so example ids stay in range)") from exc
+                raise BackendError(f"tracing failed on inputs {describe_inputs(example_inputs)}: {first_line(exc)}",
+                                   MODEL_INPUT_HINT) from exc
 
 
 @dataclass
@@ -94,12 +92,20 @@ class NeuronBackend:
             return self.torch_neuronx.trace(module, example_inputs, compiler_args=compiler_args,
                                             compiler_workdir=str(workdir))
         except Exception as exc:  # neuronx-cc failures surface as many types; the log is in workdir
-            raise BackendError(f"neuronx-cc failed: {_first_line(exc)}",
+            raise BackendError(f"neuronx-cc failed: {first_line(exc)}",
                                f"see the compiler log in {workdir}; a compile killed with -9 ran out of host memory "
                                "(use a larger host or --optlevel 1)") from exc
 
 
-def _first_line(exc: BaseException) -> str:
+MODEL_INPUT_HINT = ("check the model takes the task's inputs (for token ids: set model.architecture.vocab_size so "
+                    "example ids stay in range)")
+
+
+def describe_inputs(inputs) -> str:
+    return ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in inputs)
+
+
+def first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     # TorchScript errors start with a generic banner; the cause is on the last line.
     return (lines[-1] if lines and lines[0].startswith("The following operation failed") else lines[0]) if lines else type(exc).__name__

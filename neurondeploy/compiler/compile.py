@@ -22,7 +22,9 @@ from neurondeploy import catalog
 from neurondeploy.compiler.artifact import (
     PREPROCESSOR_DIR, Bucket, Manifest, NumericalCheck, TensorSpec, write_manifest,
 )
-from neurondeploy.compiler.backends import neuron_compiler_args, select_backend
+from neurondeploy.compiler.backends import (
+    MODEL_INPUT_HINT, describe_inputs, first_line, neuron_compiler_args, select_backend,
+)
 from neurondeploy.compiler.cache import CompileCache, cache_key
 from neurondeploy.compiler.models import PREPROCESSOR_FILES, DigestMemo, LoadedModel, load_model
 from neurondeploy.errors import NeurondeployError
@@ -78,9 +80,13 @@ def _as_tuple(output) -> tuple[torch.Tensor, ...]:
 def numerical_check(compiled, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
                     tolerance: float) -> tuple[NumericalCheck, tuple[torch.Tensor, ...]]:
     """Compiled vs eager on the same inputs; also returns the compiled outputs (their shapes go in the manifest)."""
-    with torch.no_grad():
-        expected = _as_tuple(module(*inputs))
-        actual = _as_tuple(compiled(*inputs))
+    try:
+        with torch.no_grad():
+            expected = _as_tuple(module(*inputs))
+            actual = _as_tuple(compiled(*inputs))
+    except Exception as exc:  # the model's own error on inputs of the bucket's shape
+        raise CompileError(f"running the model failed on inputs {describe_inputs(inputs)}: {first_line(exc)}",
+                           MODEL_INPUT_HINT) from exc
     max_abs = max_rel = 0.0
     for want, got in zip(expected, actual):
         diff = (got.float() - want.float()).abs()
