@@ -109,6 +109,18 @@ def cmd_compile(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from neurondeploy.serving.server import resolve_target, run_server
+
+    target = resolve_target(args.target, args.artifact, backend=args.backend,
+                            cache_dir=Path(args.cache_dir) if args.cache_dir else None)
+    port = args.port or target.serving.port
+    print(f"serving {target.artifact_dir} on http://{args.host}:{port} (POST /invocations, GET /ping, GET /metrics); "
+          "Ctrl-C stops", file=sys.stderr)
+    run_server(target, host=args.host, port=port, replicas=args.replicas, log_level=args.log_level)
+    return 0
+
+
 def cmd_cache(args) -> int:
     from neurondeploy.compiler.cache import CompileCache
 
@@ -197,6 +209,17 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--cache-s3", metavar="S3_URI", help="team cache shared through an S3 prefix")
     compile_.add_argument("--json", action="store_true", help="print a JSON summary (artifact, cache hit per bucket, times)")
     compile_.set_defaults(handler=cmd_compile)
+
+    serve = commands.add_parser("serve", help="serve an artifact (or a spec, compiled from the cache) over the SageMaker contract")
+    serve.add_argument("target", metavar="ARTIFACT_OR_SPEC")
+    serve.add_argument("--artifact", metavar="DIR", help="with a spec: serve this compiled artifact instead of compiling")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 on instances)")
+    serve.add_argument("--port", type=int, help="default serving.port (8080)")
+    serve.add_argument("--replicas", type=int, help="model replicas (default: one per NeuronCore group on Neuron, 1 on CPU)")
+    serve.add_argument("--backend", default="auto", choices=["auto", "neuron", "cpu"], help="when compiling a spec")
+    serve.add_argument("--cache-dir", metavar="DIR")
+    serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    serve.set_defaults(handler=cmd_serve)
 
     cache = commands.add_parser("cache", help="list, remove or prune compiled entries in the local cache")
     cache.add_argument("--cache-dir", metavar="DIR")

@@ -1,0 +1,179 @@
+"""What the server does with a compiled artifact: parse request payloads into items, pick the smallest bucket
+that fits a group of items, pad, run one replica's module, and split the outputs back per item.
+
+Payloads follow the Hugging Face inference containers: ``{"inputs": "a text"}`` or ``{"inputs": ["t1", "t2"]}``
+for text models with a tokenizer; token-id lists for text models without one; nested lists ``[3][H][W]`` (or a
+list of them) for image models.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from neurondeploy.compiler.artifact import LoadedArtifact, Manifest, load_artifact
+from neurondeploy.specs.inference import ServingSpec
+
+
+class BadRequest(ValueError):
+    """The request is wrong (400): the message says what and how to fix it."""
+
+
+@dataclass
+class Item:
+    """One input of a request, ready for batching: token ids (text) or a pixel tensor (images)."""
+
+    token_ids: list[int] | None = None
+    pixels: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return len(self.token_ids) if self.token_ids is not None else self.pixels.shape[1]
+
+
+class ModelRunner:
+    """One artifact, one or more loaded replicas of its modules, and the request <-> tensor conversions."""
+
+    def __init__(self, artifact_dir: Path, serving: ServingSpec, replicas: int = 1, runtime: str | None = None) -> None:
+        self.serving = serving
+        self.replicas: list[LoadedArtifact] = [load_artifact(artifact_dir, runtime=runtime) for _ in range(replicas)]
+        self.manifest: Manifest = self.replicas[0].manifest
+        self.buckets = sorted(self.replicas[0].modules, key=lambda shape: (shape[0] * shape[1], shape))
+        self.max_batch = max(batch for batch, _ in self.buckets)
+        self.max_length = max(length for _, length in self.buckets)
+        self.image = self.manifest.input_names == ["pixel_values"]
+        self.tokenizer = None
+        if self.manifest.preprocessor and not self.image:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from transformers import AutoTokenizer
+
+            self.tokenizer = AutoTokenizer.from_pretrained(str(artifact_dir / self.manifest.preprocessor), local_files_only=True)
+        self.pad_id = getattr(self.tokenizer, "pad_token_id", None) or 0
+
+    # --- requests -> items -------------------------------------------------------------------------------------
+
+    def parse(self, payload: Any) -> tuple[list[Item], bool]:
+        """Items of a request and whether it was a single input (answer unwrapped) or a list."""
+        if not isinstance(payload, dict) or "inputs" not in payload:
+            raise BadRequest('the body must be a JSON object with "inputs", e.g. {"inputs": ["some text"]}')
+        inputs = payload["inputs"]
+        if self.image:
+            single = _depth(inputs) == 3
+            samples = [inputs] if single else inputs
+            items = [self._image_item(sample) for sample in self._as_list(samples)]
+        elif self.tokenizer is not None:
+            if not isinstance(inputs, (str, list)):
+                raise BadRequest("inputs must be a string or a list of strings")
+            single = isinstance(inputs, str)
+            texts = self._as_list([inputs] if single else inputs)
+            if not all(isinstance(text, str) for text in texts):
+                raise BadRequest("inputs must be a string or a list of strings")
+            items = self._tokenize(texts)
+        else:
+            single = _depth(inputs) == 1
+            items = [self._token_item(ids) for ids in self._as_list([inputs] if single else inputs)]
+        return items, single
+
+    def _as_list(self, values: Any) -> list:
+        if not isinstance(values, list) or not values:
+            raise BadRequest("inputs must be one input or a non-empty list of inputs")
+        if len(values) > self.serving.max_items_per_request:
+            raise BadRequest(f"{len(values)} inputs in one request; at most {self.serving.max_items_per_request}")
+        return values
+
+    def _tokenize(self, texts: list[str]) -> list[Item]:
+        encoded = self.tokenizer(texts, truncation=False, add_special_tokens=True)["input_ids"]
+        items = []
+        for text, ids in zip(texts, encoded):
+            if len(ids) > self.max_length:
+                if self.serving.on_long_input == "refuse":
+                    raise BadRequest(f"an input has {len(ids)} tokens; the longest compiled bucket takes {self.max_length} "
+                                     "(shorten it, or deploy with serving.on_long_input: truncate)")
+                ids = ids[: self.max_length - 1] + ids[-1:]  # keep the closing special token, as truncation=True would
+            items.append(Item(token_ids=ids))
+        return items
+
+    def _token_item(self, ids: Any) -> Item:
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise BadRequest("this model takes token ids: a list of integers, or a list of such lists")
+        if len(ids) > self.max_length:
+            if self.serving.on_long_input == "refuse":
+                raise BadRequest(f"an input has {len(ids)} tokens; the longest compiled bucket takes {self.max_length}")
+            ids = ids[: self.max_length]
+        return Item(token_ids=ids)
+
+    def _image_item(self, sample: Any) -> Item:
+        height, width = self.manifest.buckets[0].image_size
+        try:
+            pixels = torch.tensor(sample, dtype=torch.float32)
+        except (TypeError, ValueError, RuntimeError):
+            raise BadRequest(f"an image must be nested lists of numbers shaped [3][{height}][{width}]") from None
+        if tuple(pixels.shape) != (3, height, width):
+            raise BadRequest(f"an image has shape {list(pixels.shape)}; this model takes [3, {height}, {width}]")
+        return Item(pixels=pixels)
+
+    # --- items -> tensors -> outputs -----------------------------------------------------------------------------
+
+    def pick_bucket(self, count: int, length: int) -> tuple[int, int]:
+        for batch, bucket_length in self.buckets:  # sorted by size: the first that fits pads the least
+            if batch >= count and bucket_length >= length:
+                return batch, bucket_length
+        raise BadRequest(f"no bucket holds {count} inputs of length {length}")  # the batcher never asks for one
+
+    def tensors(self, items: list[Item], batch: int, length: int) -> tuple[torch.Tensor, ...]:
+        if self.image:
+            pixels = torch.zeros((batch, *items[0].pixels.shape), dtype=items[0].pixels.dtype)
+            pixels[: len(items)] = torch.stack([item.pixels for item in items])
+            return (pixels.to(_dtype(self.manifest.buckets[0].inputs[0].dtype)),)
+        input_ids = torch.full((batch, length), self.pad_id, dtype=torch.int64)
+        attention_mask = torch.zeros((batch, length), dtype=torch.int64)
+        for row, item in enumerate(items):
+            input_ids[row, : len(item.token_ids)] = torch.tensor(item.token_ids, dtype=torch.int64)
+            attention_mask[row, : len(item.token_ids)] = 1
+        attention_mask[len(items):, 0] = 1  # padding rows attend to one token: no division by an empty mask
+        return input_ids, attention_mask
+
+    def run(self, replica: int, items: list[Item]) -> list[Any]:
+        """Run one group of items (≤ the largest batch) on one replica; one JSON-able output per item."""
+        batch, length = self.pick_bucket(len(items), max(item.length for item in items))
+        module = self.replicas[replica].modules[(batch, length)]
+        with torch.no_grad():
+            output = module(*self.tensors(items, batch, length))
+        output = output[0] if isinstance(output, tuple) else output
+        return self.postprocess(output[: len(items)].float())
+
+    def postprocess(self, output: torch.Tensor) -> list[Any]:
+        if self.manifest.task == "feature-extraction":
+            return output.tolist()
+        probabilities = torch.softmax(output, dim=-1)
+        top = probabilities.topk(min(5, probabilities.shape[-1]), dim=-1)
+        labels = self.manifest.labels
+        return [[{"label": labels.get(int(index), str(int(index))), "score": float(score)}
+                 for score, index in zip(scores, indices)] for scores, indices in zip(top.values, top.indices)]
+
+    def warm_up(self) -> None:
+        """One inference per bucket and replica: /ping turns healthy only after every module has run once."""
+        for replica in range(len(self.replicas)):
+            for batch, length in self.buckets:
+                if self.image:
+                    items = [Item(pixels=torch.zeros(3, *self.manifest.buckets[0].image_size))]
+                else:
+                    items = [Item(token_ids=[self.pad_id] * length)]
+                module = self.replicas[replica].modules[(batch, length)]
+                with torch.no_grad():
+                    module(*self.tensors(items, batch, length))
+
+
+def _depth(value: Any) -> int:
+    depth = 0
+    while isinstance(value, list) and value:
+        depth, value = depth + 1, value[0]
+    return depth
+
+
+def _dtype(name: str) -> torch.dtype:
+    return getattr(torch, name.removeprefix("torch."))
