@@ -121,6 +121,63 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def cmd_apply(args) -> int:
+    from neurondeploy.errors import NeurondeployError
+    from neurondeploy.specs import load_spec
+
+    if not args.local:
+        raise NeurondeployError("apply to AWS is not available in this version of neurondeploy",
+                                "use `neurondeploy apply SPEC --local` here, and `neurondeploy plan SPEC` to see every "
+                                "AWS request it would send")
+    from neurondeploy.planner.plan import build_plan
+    from neurondeploy.serving import local
+
+    loaded = load_spec(args.spec)
+    console = _console_err()
+    plan = build_plan(loaded)  # validates first: an invalid spec stops here, before any compile
+    console.print(f"[bold]{loaded.spec.name}[/]: valid; compiling (cache: {args.cache_dir or 'default'})")
+
+    def on_bucket(bucket) -> None:
+        state = f"cache hit ({bucket.source})" if bucket.cache_hit else f"compiled in {bucket.trace_s:.1f} s"
+        console.print(f"  bucket batch {bucket.batch_size} × {bucket.length}: {state}")
+
+    endpoint = local.start_local_endpoint(loaded, host=args.host, port=args.port, backend=args.backend,
+                                          cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+                                          out_dir=Path(args.out) if args.out else None, on_bucket=on_bucket)
+    try:
+        local.wait_until_ready(endpoint)
+        payload = local.sample_request(loaded.spec)
+        answer = local.call(endpoint, payload)
+        body = json.dumps(payload) if len(json.dumps(payload)) < 200 else "@request.json"
+        console.print(f"endpoint ready at [bold]{endpoint.url}[/] (artifact {endpoint.artifact_dir})")
+        console.print(f"sample answer: {local.describe_answer(answer)}")
+        console.print("call it:")
+        console.print(f"  curl -s -X POST {endpoint.url}/invocations -H 'Content-Type: application/json' -d '{body}'")
+        console.print(f"  neurondeploy invoke {endpoint.url} --data '{body}'")
+        cost = f"${plan.cost.hourly_usd:,.2f}/hour" if plan.cost.hourly_usd else "price unknown"
+        console.print(f"in AWS this spec would create {len(plan.resources)} resources with {plan.request_count} checked "
+                      f"requests ({cost}); `neurondeploy plan {args.spec}` shows every one")
+        for resource in plan.resources:
+            console.print(f"  {'<=' if resource.lookup else '+ '} {resource.name} ({resource.type})")
+        console.print("[bold]Ctrl-C[/] stops the endpoint")
+        print(f"ready {endpoint.url}", flush=True)  # one machine-readable line on stdout
+        while endpoint.thread.is_alive():
+            endpoint.thread.join(timeout=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        endpoint.stop()
+    console.print("stopped")
+    return 0
+
+
+def cmd_invoke(args) -> int:
+    from neurondeploy.serving.client import invoke, parse_data
+
+    _print_json(invoke(args.target, parse_data(args.data), region=args.region))
+    return 0
+
+
 def cmd_cache(args) -> int:
     from neurondeploy.compiler.cache import CompileCache
 
@@ -220,6 +277,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cache-dir", metavar="DIR")
     serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(handler=cmd_serve)
+
+    apply = commands.add_parser("apply", help="apply a spec; --local: compile, serve on this machine, send a sample request")
+    apply.add_argument("spec", metavar="SPEC")
+    apply.add_argument("--local", action="store_true", help="run on this machine: CPU compile and a loopback endpoint")
+    apply.add_argument("--host", default="127.0.0.1")
+    apply.add_argument("--port", type=int, default=8080)
+    apply.add_argument("--backend", default="auto", choices=["auto", "neuron", "cpu"])
+    apply.add_argument("--cache-dir", metavar="DIR")
+    apply.add_argument("--out", metavar="DIR", help="artifact directory (default artifacts/<name>)")
+    apply.set_defaults(handler=cmd_apply)
+
+    invoke = commands.add_parser("invoke", help="send one request to an endpoint: URL, sagemaker:NAME or a spec file")
+    invoke.add_argument("target", metavar="TARGET")
+    invoke.add_argument("--data", required=True, help='JSON body, @file, or plain text sent as {"inputs": text}')
+    invoke.add_argument("--region", help="for SageMaker endpoints (default: the spec's, or the AWS default)")
+    invoke.set_defaults(handler=cmd_invoke)
 
     cache = commands.add_parser("cache", help="list, remove or prune compiled entries in the local cache")
     cache.add_argument("--cache-dir", metavar="DIR")

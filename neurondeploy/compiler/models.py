@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -192,9 +193,11 @@ def _hf_module(directory: Path, task: str, normalize: bool) -> torch.nn.Module:
 
     # Eager attention traces to plain matmuls, which every backend (torch-xla / neuronx-cc included) compiles.
     kwargs = {"local_files_only": True, "attn_implementation": "eager"}
-    if task == "feature-extraction":
-        return MeanPooledEncoder(AutoModel.from_pretrained(directory, **kwargs), normalize=normalize)
-    return SequenceClassifier(AutoModelForSequenceClassification.from_pretrained(directory, **kwargs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # transformers' notices to its own API users, not to ours
+        if task == "feature-extraction":
+            return MeanPooledEncoder(AutoModel.from_pretrained(directory, **kwargs), normalize=normalize)
+        return SequenceClassifier(AutoModelForSequenceClassification.from_pretrained(directory, **kwargs))
 
 
 def _ends_in_normalize(directory: Path) -> bool:

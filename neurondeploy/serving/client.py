@@ -1,0 +1,113 @@
+"""`invoke`: send one request to a running endpoint, wherever it runs.
+
+TARGET is a URL (``http://127.0.0.1:8080``: POST <url>/invocations), ``sagemaker:<endpoint name>``
+(sagemaker-runtime InvokeEndpoint), or an inference spec file: its SageMaker endpoint, or for EC2 its
+Route 53 name over HTTPS (or HTTP without TLS).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from neurondeploy.errors import NeurondeployError
+
+SAGEMAKER_PREFIX = "sagemaker:"
+TIMEOUT_S = 70  # SageMaker's own invocation timeout is 60 s
+
+
+class InvokeError(NeurondeployError):
+    exit_code = 4
+
+
+@dataclass
+class Target:
+    kind: str  # "http" | "sagemaker"
+    address: str  # URL or endpoint name
+    region: str | None = None
+
+
+def parse_data(data: str) -> bytes:
+    """``--data`` is JSON text, ``@file`` for a file's contents, or plain text sent as {"inputs": text}."""
+    if data.startswith("@"):
+        try:
+            raw = Path(data[1:]).read_bytes()
+        except OSError as exc:
+            raise InvokeError(f"--data {data}: cannot read ({exc.strerror})", "check the file path") from None
+    else:
+        raw = data.encode()
+    try:
+        json.loads(raw)
+        return raw
+    except ValueError:
+        if data.startswith("@"):
+            raise InvokeError(f"--data {data}: the file is not JSON", 'write e.g. {"inputs": ["some text"]}') from None
+        return json.dumps({"inputs": data}).encode()
+
+
+def resolve_target(target: str) -> Target:
+    if target.startswith(("http://", "https://")):
+        return Target("http", target.rstrip("/"))
+    if target.startswith(SAGEMAKER_PREFIX):
+        return Target("sagemaker", target[len(SAGEMAKER_PREFIX):])
+    if Path(target).is_file():
+        from neurondeploy.specs import InferenceSpec, load_spec
+
+        spec = load_spec(target).spec
+        if not isinstance(spec, InferenceSpec):
+            raise InvokeError(f"{target} is a training spec", "invoke an inference deployment")
+        if spec.deployment.platform == "sagemaker":
+            return Target("sagemaker", spec.name, spec.region)  # the endpoint is named after the deployment
+        if spec.dns:
+            scheme = "https" if spec.tls and spec.tls.enabled else "http"
+            return Target("http", f"{scheme}://{spec.dns.record_name}")
+        raise InvokeError(f"{target} has no dns name; its load balancer's address is known only after apply",
+                          "give the load balancer's URL as TARGET")
+    raise InvokeError(f"{target!r} is not a URL, sagemaker:<endpoint> or a spec file",
+                      "e.g. http://127.0.0.1:8080, sagemaker:my-endpoint, or templates/minilm-sagemaker.yaml")
+
+
+def invoke(target: str, body: bytes, region: str | None = None) -> Any:
+    resolved = resolve_target(target)
+    if resolved.kind == "http":
+        return _invoke_http(resolved.address, body)
+    return _invoke_sagemaker(resolved.address, body, region or resolved.region)
+
+
+def _invoke_http(url: str, body: bytes) -> Any:
+    import httpx
+
+    try:
+        response = httpx.post(f"{url}/invocations", content=body, headers={"Content-Type": "application/json"}, timeout=TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        raise InvokeError(f"{url}: {type(exc).__name__}: {exc}", "is the endpoint running? check it with GET /ping") from None
+    return _answer(response.status_code, response.content, url)
+
+
+def _invoke_sagemaker(endpoint: str, body: bytes, region: str | None) -> Any:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    client = boto3.client("sagemaker-runtime", region_name=region)
+    try:
+        response = client.invoke_endpoint(EndpointName=endpoint, Body=body, ContentType="application/json", Accept="application/json")
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise InvokeError(f"sagemaker endpoint {endpoint}: {error.get('Code')}: {error.get('Message')}",
+                          "check the endpoint name, region and that it is InService") from None
+    except BotoCoreError as exc:
+        raise InvokeError(f"sagemaker endpoint {endpoint}: {exc}", "check AWS credentials and region") from None
+    return _answer(200, response["Body"].read(), f"sagemaker:{endpoint}")
+
+
+def _answer(status: int, content: bytes, where: str) -> Any:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        data = content.decode(errors="replace")
+    if status >= 400:
+        message = data.get("error") if isinstance(data, dict) else data
+        raise InvokeError(f"{where} answered {status}: {message}", "see the message; 400s are about the request")
+    return data

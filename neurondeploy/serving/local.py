@@ -1,0 +1,118 @@
+"""`apply SPEC --local`: the main job on a laptop — validate, compile (from the cache when it can), start the
+endpoint on loopback, wait for /ping, send a sample request and show the answer, how to call it, and the AWS
+plan the same spec would apply in the cloud. Ctrl-C stops it cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.specs import InferenceSpec, LoadedSpec
+
+READY_TIMEOUT_S = 300
+SAMPLE_TEXT = "neurondeploy serves this model on Inferentia2 and, right now, on this machine."
+
+
+class LocalApplyError(NeurondeployError):
+    exit_code = 2
+
+
+@dataclass
+class LocalEndpoint:
+    url: str
+    artifact_dir: Path
+    stop: Callable[[], None]
+    thread: threading.Thread
+
+
+def sample_request(spec: InferenceSpec) -> dict:
+    if spec.task == "image-classification":
+        height, width = spec.compile.image_size
+        return {"inputs": [[[0.0] * width for _ in range(height)] for _ in range(3)]}
+    return {"inputs": [SAMPLE_TEXT]}
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise LocalApplyError(f"port {port} on {host} is in use", "stop what uses it, or pass --port N") from None
+
+
+def start_local_endpoint(loaded: LoadedSpec, *, host: str, port: int, backend: str = "auto",
+                         cache_dir: Path | None = None, out_dir: Path | None = None,
+                         on_bucket=None) -> LocalEndpoint:
+    """Compile (cache first) and start the server in a background thread; returns once it is listening."""
+    import uvicorn
+
+    from neurondeploy.compiler.artifact import current_runtime
+    from neurondeploy.compiler.cache import CompileCache
+    from neurondeploy.compiler.compile import compile_spec
+    from neurondeploy.serving.app import InferenceServer
+
+    spec = loaded.spec
+    if not isinstance(spec, InferenceSpec):
+        raise LocalApplyError(f"{loaded.source.file} is a training spec", "use `neurondeploy train SPEC --local`")
+    if spec.deployment.container.kind != "neurondeploy":
+        raise LocalApplyError(f"container {spec.deployment.container.kind} runs only on Neuron instances (the Hugging Face "
+                              "container compiles the LLM there)", "plan it with `neurondeploy plan`, or apply it to AWS")
+    ensure_port_free(host, port)
+    result = compile_spec(loaded, backend=backend, cache=CompileCache(root=cache_dir) if cache_dir else None,
+                          out_dir=out_dir, on_bucket=on_bucket)
+    server = InferenceServer(result.artifact_dir, spec.serving, 1, current_runtime())
+    config = uvicorn.Config(server.app(), host=host, port=port, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=10)
+    uvicorn_server = uvicorn.Server(config)
+    uvicorn_server.install_signal_handlers = lambda: None  # the main thread owns Ctrl-C
+    thread = threading.Thread(target=uvicorn_server.run, name="neurondeploy-local-endpoint", daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        uvicorn_server.should_exit = True
+        thread.join(timeout=30)
+
+    return LocalEndpoint(f"http://{host}:{port}", result.artifact_dir, stop, thread)
+
+
+def wait_until_ready(endpoint: LocalEndpoint, timeout_s: float = READY_TIMEOUT_S) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    message = "not listening yet"
+    while time.monotonic() < deadline:
+        if not endpoint.thread.is_alive():
+            raise LocalApplyError("the local endpoint stopped while starting", "run `neurondeploy serve` on the artifact to see why")
+        try:
+            response = httpx.get(f"{endpoint.url}/ping", timeout=2)
+            if response.status_code == 200:
+                return
+            message = response.json().get("error", response.text)
+            if "loading" not in message:
+                raise LocalApplyError(f"the endpoint cannot load the model: {message}", "recompile the artifact")
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise LocalApplyError(f"the endpoint was not healthy within {timeout_s:.0f} s ({message})", "check the model and try again")
+
+
+def call(endpoint: LocalEndpoint, payload: dict):
+    from neurondeploy.serving.client import invoke
+
+    return invoke(endpoint.url, json.dumps(payload).encode())
+
+
+def describe_answer(answer) -> str:
+    """A short, readable view of an answer: embeddings are long."""
+    first = answer[0] if isinstance(answer, list) and answer else answer
+    if isinstance(first, list) and first and isinstance(first[0], (int, float)):
+        head = ", ".join(f"{value:.4f}" for value in first[:4])
+        return f"embedding of {len(first)} values: [{head}, ...]"
+    return json.dumps(first)[:300]

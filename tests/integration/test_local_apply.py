@@ -1,0 +1,80 @@
+"""The main job on this machine: `apply SPEC --local`, then `invoke`, then Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from neurondeploy.serving.client import InvokeError, invoke, resolve_target
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).parents[2]
+
+
+def test_apply_local_serves_the_template_until_ctrl_c(tmp_path):
+    from integration.test_serving import free_port
+
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "neurondeploy.cli", "apply", "templates/minilm-local.yaml", "--local",
+                                "--port", str(port), "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "artifact")],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()  # blocks until ready (or the process dies)
+        assert line.strip() == f"ready http://127.0.0.1:{port}", process.stderr.read()
+        result = subprocess.run([sys.executable, "-m", "neurondeploy.cli", "invoke", f"http://127.0.0.1:{port}",
+                                 "--data", '{"inputs": ["hello", "world"]}'], capture_output=True, text=True, check=True)
+        answer = json.loads(result.stdout)
+        assert len(answer) == 2 and len(answer[0]) == 384
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+        errors = process.stderr.read()
+        assert "sample answer: embedding of 384 values" in errors
+        assert "+  endpoint (sagemaker:endpoint)" in errors and "stopped" in errors and "Traceback" not in errors
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_apply_local_refuses_a_busy_port_in_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "neurondeploy.cli", "apply", "templates/minilm-local.yaml", "--local",
+                                 "--port", str(port), "--cache-dir", str(tmp_path / "cache")],
+                                cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert f"port {port} on 127.0.0.1 is in use" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_invoke_targets_resolve_from_urls_endpoints_and_specs():
+    assert resolve_target("http://127.0.0.1:9/").address == "http://127.0.0.1:9"
+    assert (resolve_target("sagemaker:my-endpoint").kind, resolve_target("sagemaker:my-endpoint").address) == ("sagemaker", "my-endpoint")
+    spec = resolve_target(str(REPO / "templates" / "minilm-sagemaker.yaml"))
+    assert (spec.kind, spec.address, spec.region) == ("sagemaker", "minilm-embed", "us-east-1")
+    assert resolve_target(str(REPO / "templates" / "minilm-ec2-alb.yaml")).address == "https://embed.example.com"
+    with pytest.raises(InvokeError, match="not a URL"):
+        resolve_target("nowhere")
+
+
+def test_invoke_a_dead_url_is_one_clear_error():
+    with pytest.raises(InvokeError, match="Connection refused") as refused:
+        invoke("http://127.0.0.1:9", b'{"inputs": "x"}')
+    assert "is the endpoint running" in refused.value.one_line()
+
+
+def test_invoke_a_sagemaker_endpoint_through_sagemaker_runtime(aws):
+    import requests
+
+    # moto answers InvokeEndpoint with results queued through its API; ours must send and parse them.
+    queued = {"account_id": "123456789012", "region": "us-east-1",
+              "results": [{"Body": json.dumps([[0.1, 0.2]]), "ContentType": "application/json"}]}
+    requests.post(f"{aws.endpoint_url}/moto-api/static/sagemaker/endpoint-results", json=queued, timeout=10).raise_for_status()
+    assert invoke("sagemaker:minilm-embed", b'{"inputs": ["x"]}', region="us-east-1") == [[0.1, 0.2]]
