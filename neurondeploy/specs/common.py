@@ -127,7 +127,7 @@ class DnsSpec(StrictModel):
     """A Route 53 name for the endpoint."""
 
     hosted_zone_id: Annotated[
-        str, Field(description="Route 53 hosted zone id that holds the record (Z...).", pattern=r"^Z[A-Z0-9]{1,31}$")
+        str, Field(description="Route 53 hosted zone id that holds the record (e.g. Z0123456789ABC).", pattern=r"^[A-Z0-9]{1,32}$")
     ]
     zone_name: Annotated[str, Field(description="The hosted zone's domain, e.g. example.com.")]
     record_name: Annotated[str, Field(description="Full name to create, inside the zone, e.g. api.example.com.")]

@@ -1,0 +1,124 @@
+"""`apply SPEC`: checks, then the shared bucket and the compiled artifact in S3 (only when they changed), then
+the deployment's resources through the executor.
+
+Everything idempotent: a second apply of an unchanged spec sends no mutating call — the bucket is found
+(HeadBucket), the artifact's sha256 matches the object's metadata (HeadObject), and every resource is in state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import io
+import tarfile
+from pathlib import Path
+from typing import Callable
+
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.infra.deployment import deployment_resources, plan_context, shared_bucket_resource
+from neurondeploy.infra.executor import ApplyResult, Executor
+from neurondeploy.infra.resources import PlanContext, artifact_uri, split_s3
+from neurondeploy.infra.state import StateStore
+from neurondeploy.infra.transport import AwsCallError, AwsTransport
+from neurondeploy.planner.checks import errors_of, run_checks
+from neurondeploy.planner.plan import PlanRefused
+from neurondeploy.specs import InferenceSpec, LoadedSpec
+
+SHA256_METADATA = "neurondeploy-sha256"
+
+
+class ApplyError(NeurondeployError):
+    exit_code = 6
+
+
+def artifact_digest(directory: Path) -> str:
+    """sha256 over every file's path and contents: decides whether the object in S3 is current, without
+    packing (compiled modules barely compress, and packing gigabytes takes far longer than hashing them)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        file_digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                file_digest.update(chunk)
+        digest.update(f"{path.relative_to(directory)}\0{file_digest.hexdigest()}\0".encode())
+    return digest.hexdigest()
+
+
+def pack_artifact(directory: Path) -> bytes:
+    """A reproducible .tar.gz of an artifact directory (sorted, no owners, no times): same files, same bytes.
+    Fastest gzip level: TorchScript modules are zip archives of weights that hardly compress further."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, compresslevel=1) as compressed:
+        with tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+                info = tarfile.TarInfo(str(path.relative_to(directory)))
+                info.size, info.mode, info.mtime = path.stat().st_size, 0o644, 0
+                with path.open("rb") as handle:
+                    archive.addfile(info, handle)
+    return buffer.getvalue()
+
+
+def needs_artifact(loaded: LoadedSpec) -> bool:
+    spec = loaded.spec
+    return isinstance(spec, InferenceSpec) and spec.deployment.container.kind == "neurondeploy"
+
+
+def ensure_bucket(transport: AwsTransport, region: str, ctx: PlanContext) -> str:
+    bucket = shared_bucket_resource(region, ctx)
+    name = bucket.create[0].params["Bucket"]
+    try:
+        transport.call("s3", "HeadBucket", {"Bucket": name})
+        return name
+    except AwsCallError as exc:
+        if exc.code not in ("404", "NoSuchBucket", "NotFound"):
+            raise ApplyError(f"shared bucket {name}: {exc.message}", "check the bucket's owner and your permissions") from exc
+    for request in bucket.create:
+        transport.call(request.service, request.operation, request.params)
+    return name
+
+
+def upload_artifact(transport: AwsTransport, directory: Path, uri: str) -> bool:
+    """Put the packed artifact at ``uri`` unless the object there already has the same sha256. True if sent."""
+    digest = artifact_digest(directory)
+    bucket, key = split_s3(uri)
+    try:
+        head = transport.call("s3", "HeadObject", {"Bucket": bucket, "Key": key})
+        if head.get("Metadata", {}).get(SHA256_METADATA) == digest:
+            return False
+    except AwsCallError as exc:
+        if exc.code not in ("404", "NoSuchKey", "NotFound"):
+            raise
+    transport.call("s3", "PutObject", {"Bucket": bucket, "Key": key, "Body": pack_artifact(directory), "Metadata": {SHA256_METADATA: digest},
+                                       "ContentType": "application/gzip", "ServerSideEncryption": "AES256"})
+    return True
+
+
+def apply_spec(loaded: LoadedSpec, *, transport: AwsTransport, state: StateStore, artifact_dir: Path | None = None,
+               compile_artifact: Callable[[LoadedSpec], Path] | None = None, rollback: bool = False,
+               parallel: bool = True, on_event: Callable[[str], None] | None = None,
+               context: dict | None = None) -> ApplyResult:
+    spec = loaded.spec
+    if spec.kind == "training":
+        raise ApplyError("apply creates endpoints; training jobs run with `neurondeploy train SPEC`", "use neurondeploy train")
+    findings = errors_of(run_checks(loaded))
+    if findings:
+        raise PlanRefused(findings)
+    on_event = on_event or (lambda message: None)
+    account = transport.call("sts", "GetCallerIdentity", {})["Account"]
+    ctx = plan_context(loaded, account_id=account, **(context or {}))
+    if needs_artifact(loaded):
+        if artifact_dir is None:
+            if compile_artifact is None:
+                raise ApplyError("this deployment serves a compiled artifact and none was given",
+                                 "pass --artifact DIR, or let apply compile it")
+            artifact_dir = compile_artifact(loaded)
+        ensure_bucket(transport, spec.region, ctx)
+        uri = artifact_uri(spec, ctx)
+        if upload_artifact(transport, Path(artifact_dir), uri):
+            on_event(f"uploaded the artifact to {uri}")
+        ctx = dataclasses.replace(ctx, artifact_s3_uri=uri)
+    resources = deployment_resources(spec, ctx)
+    executor = Executor(transport, state, parallel=parallel, on_event=on_event)
+    return executor.apply(spec.name, spec.region, spec.kind, resources, spec_digest=loaded.digest,
+                          spec_json=spec.model_dump_json(), rollback=rollback)
