@@ -122,13 +122,10 @@ def cmd_serve(args) -> int:
 
 
 def cmd_apply(args) -> int:
-    from neurondeploy.errors import NeurondeployError
     from neurondeploy.specs import load_spec
 
     if not args.local:
-        raise NeurondeployError("apply to AWS is not available in this version of neurondeploy",
-                                "use `neurondeploy apply SPEC --local` here, and `neurondeploy plan SPEC` to see every "
-                                "AWS request it would send")
+        return _apply_cloud(args)
     from neurondeploy.planner.plan import build_plan
     from neurondeploy.serving import local
 
@@ -168,6 +165,120 @@ def cmd_apply(args) -> int:
     finally:
         endpoint.stop()
     console.print("stopped")
+    return 0
+
+
+def _state(args):
+    from neurondeploy.infra.state import StateStore
+
+    return StateStore(Path(args.state) if args.state else None)
+
+
+def _transport(region: str, args):
+    from neurondeploy.infra.transport import AwsTransport
+
+    return AwsTransport(region, wait_delay_s=args.wait_delay_s)
+
+
+def _apply_cloud(args) -> int:
+    from neurondeploy.infra.apply import apply_spec
+    from neurondeploy.specs import load_spec
+
+    loaded = load_spec(args.spec)
+    console = _console_err()
+    transport = _transport(loaded.spec.region, args)
+
+    def compile_artifact(loaded_spec):
+        from neurondeploy.compiler.compile import compile_spec
+
+        return compile_spec(loaded_spec, backend=args.backend, out_dir=Path(args.out) if args.out else None).artifact_dir
+
+    context = {key: value for key, value in (("ami_ssm_parameter", args.ami_ssm_parameter), ("ami_id", args.ami_id)) if value}
+    result = apply_spec(loaded, transport=transport, state=_state(args), artifact_dir=Path(args.artifact) if args.artifact else None,
+                        compile_artifact=compile_artifact, rollback=args.rollback, parallel=not args.sequential,
+                        on_event=lambda message: console.print(f"  {message}"), context=context)
+    mutating = len(transport.mutating_calls())
+    summary = {"deployment": loaded.spec.name, "created": result.created, "unchanged": len(result.unchanged),
+               "deleted": result.deleted, "mutating_calls": mutating, "calls": len(transport.calls),
+               "seconds": round(result.seconds, 2)}
+    if args.json:
+        _print_json(summary)
+    else:
+        console.print(f"[bold]{loaded.spec.name}[/]: {len(result.created)} created, {len(result.unchanged)} unchanged, "
+                      f"{len(result.deleted)} deleted; {mutating} mutating AWS calls of {len(transport.calls)} in {result.seconds:.1f} s")
+    return 0
+
+
+def cmd_destroy(args) -> int:
+    from neurondeploy.infra.destroy import destroy
+    from neurondeploy.infra.executor import Executor
+
+    state = _state(args)
+    recorded = state.get(args.name)
+    region = args.region or (recorded.region if recorded else None)
+    if region is None:
+        from neurondeploy.errors import NeurondeployError
+
+        raise NeurondeployError(f"no state for deployment {args.name}", "pass --region to sweep AWS for its tagged resources")
+    console = _console_err()
+    transport = _transport(region, args)
+    executor = Executor(transport, state, on_event=lambda message: console.print(f"  {message}"))
+    report = destroy(args.name, executor, transport, state)
+    for leftover in report.remaining:
+        console.print(f"[red]still present[/]: {leftover.type} {leftover.id} {leftover.detail}")
+    console.print(f"{args.name}: {len(report.deleted)} recorded resources deleted, {len(report.swept)} found by tag sweep and "
+                  f"deleted, {len(report.remaining)} remaining")
+    return 0 if not report.remaining else 7
+
+
+def cmd_status(args) -> int:
+    state = _state(args)
+    names = [args.name] if args.name else state.names()
+    data = []
+    for name in names:
+        deployment = state.get(name)
+        if deployment is None:
+            from neurondeploy.errors import NeurondeployError
+
+            raise NeurondeployError(f"no state for deployment {name}", f"known: {', '.join(state.names()) or 'none'}")
+        data.append({"name": name, "region": deployment.region, "kind": deployment.kind, "spec_sha256": deployment.spec_digest,
+                     "resources": [{"name": r.name, "type": r.type, "complete": r.complete, "outputs": r.outputs}
+                                   for r in deployment.resources.values()]})
+    if args.json:
+        _print_json(data)
+    else:
+        for item in data:
+            incomplete = [r["name"] for r in item["resources"] if not r["complete"]]
+            print(f"{item['name']} ({item['kind']}, {item['region']}): {len(item['resources'])} resources"
+                  + (f", incomplete: {', '.join(incomplete)} (run apply again)" if incomplete else ""))
+            for resource in item["resources"]:
+                ident = next(iter(resource["outputs"].values()), "") if resource["outputs"] else ""
+                print(f"  {resource['name']:28} {resource['type']:40} {ident}")
+    return 0
+
+
+def cmd_drift(args) -> int:
+    from neurondeploy.infra.drift import drift
+
+    state = _state(args)
+    recorded = state.get(args.name)
+    if recorded is None:
+        from neurondeploy.errors import NeurondeployError
+
+        raise NeurondeployError(f"no state for deployment {args.name}", "apply it first")
+    items = drift(args.name, _transport(recorded.region, args), state)
+    if args.json:
+        _print_json([item.__dict__ for item in items])
+    else:
+        for item in items:
+            print(f"{item.kind}: {item.resource} ({item.type}): {item.detail}")
+        print(f"{args.name}: {len(items)} differences from what neurondeploy applied")
+    return 0 if not items else 8
+
+
+def cmd_unlock(args) -> int:
+    _state(args).unlock(args.name)
+    print(f"unlocked {args.name}")
     return 0
 
 
@@ -216,6 +327,11 @@ def cmd_schema(args) -> int:
 
     _print_json(SPEC_KINDS[args.kind].model_json_schema())
     return 0
+
+
+def _state_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state", metavar="FILE", help="state database (default $NEURONDEPLOY_STATE or ~/.neurondeploy/state.db)")
+    parser.add_argument("--wait-delay-s", type=int, default=15, help="seconds between waiter polls")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -286,7 +402,37 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--backend", default="auto", choices=["auto", "neuron", "cpu"])
     apply.add_argument("--cache-dir", metavar="DIR")
     apply.add_argument("--out", metavar="DIR", help="artifact directory (default artifacts/<name>)")
+    apply.add_argument("--artifact", metavar="DIR", help="an already compiled artifact to upload instead of compiling")
+    apply.add_argument("--rollback", action="store_true", help="on failure, delete what this apply created (default: keep and record it)")
+    apply.add_argument("--sequential", action="store_true", help="create one resource at a time (default: independent ones in parallel)")
+    apply.add_argument("--ami-ssm-parameter", metavar="NAME", help="SSM parameter holding the Neuron DLAMI id (default: the public PyTorch 2.9 DLAMI)")
+    apply.add_argument("--ami-id", metavar="AMI", help="pin the instance image instead of resolving the SSM parameter")
+    apply.add_argument("--json", action="store_true")
+    _state_options(apply)
     apply.set_defaults(handler=cmd_apply)
+
+    destroy = commands.add_parser("destroy", help="delete everything a deployment created (state + tag sweep) and prove nothing is left")
+    destroy.add_argument("name", metavar="NAME")
+    destroy.add_argument("--region", help="needed only when the state has no record of the deployment")
+    _state_options(destroy)
+    destroy.set_defaults(handler=cmd_destroy)
+
+    status = commands.add_parser("status", help="what state records for a deployment (or all)")
+    status.add_argument("name", metavar="NAME", nargs="?")
+    status.add_argument("--json", action="store_true")
+    _state_options(status)
+    status.set_defaults(handler=cmd_status)
+
+    drift = commands.add_parser("drift", help="what changed in AWS outside neurondeploy since it applied")
+    drift.add_argument("name", metavar="NAME")
+    drift.add_argument("--json", action="store_true")
+    _state_options(drift)
+    drift.set_defaults(handler=cmd_drift)
+
+    unlock = commands.add_parser("unlock", help="release a deployment's lock left by a process on another host")
+    unlock.add_argument("name", metavar="NAME")
+    _state_options(unlock)
+    unlock.set_defaults(handler=cmd_unlock)
 
     invoke = commands.add_parser("invoke", help="send one request to an endpoint: URL, sagemaker:NAME or a spec file")
     invoke.add_argument("target", metavar="TARGET")

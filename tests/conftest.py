@@ -20,10 +20,14 @@ AWS: tests talk to a real moto server over HTTP, never to in-process mocks.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+
+# moto reads this once, when it is imported (by the session's server): it must be set before that.
+os.environ.setdefault("MOTO_ACM_VALIDATION_WAIT", "0")
 
 AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -20,8 +20,8 @@ def certificate_resource(spec) -> Resource:
     return resource("certificate", "acm:certificate", [
         Request("acm", "RequestCertificate", {
             "DomainName": spec.dns.record_name, "ValidationMethod": "DNS",
-            # Same token within an hour returns the same certificate: a retried apply makes no duplicate.
-            "IdempotencyToken": spec.name.replace("-", "_"),
+            # No IdempotencyToken: a token derived from the spec would, within the hour after a destroy, name the
+            # certificate just deleted. Retries are safe without it: state records the ARN as soon as it returns.
             "Tags": tag_list(ownership_tags(spec)),
         }, {"CertificateArn": "CertificateArn"}),
         # The validation CNAME appears a few seconds after the request: the executor retries until it is there.

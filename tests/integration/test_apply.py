@@ -1,0 +1,212 @@
+"""apply / re-apply / destroy of the EC2 + ALB + DNS + TLS template against a real moto server over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from neurondeploy.compiler.cache import CompileCache
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.infra.apply import apply_spec
+from neurondeploy.infra.destroy import destroy
+from neurondeploy.infra.executor import ApplyFailed, Executor
+from neurondeploy.infra.state import StateStore
+from neurondeploy.infra.sweep import find_leftovers
+from neurondeploy.infra.transport import AwsCallError, AwsTransport, is_mutating
+from neurondeploy.specs import parse_spec
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+TEMPLATE = REPO / "templates" / "minilm-ec2-alb.yaml"
+AMI_PARAMETER = "/test/neuron-dlami"  # moto refuses writes under /aws/service/: the spec's context points here
+CONTEXT = {"ami_ssm_parameter": AMI_PARAMETER}
+NAME = "minilm-web"
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    """A small compiled artifact stands in for MiniLM's: apply only uploads bytes, and MiniLM's 360 MB slow every run."""
+    root = tmp_path_factory.mktemp("artifact")
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        text = ("kind: inference\nname: tiny\ntask: feature-extraction\nmodel: {factory: 'tiny_models:text_encoder', dtype: float32}\n"
+                "compile: {batch_sizes: [1], sequence_lengths: [8]}\n")
+        return compile_spec(parse_spec(text, path=root / "s.yaml"), backend="cpu", cache=CompileCache(root=root / "cache"),
+                            out_dir=root / "artifact").artifact_dir
+    finally:
+        sys.path.remove(str(FIXTURES))
+
+
+def zone_and_spec(aws, tmp_path, reference: str = "test"):
+    """A new hosted zone for example.com and the template pointed at it."""
+    zone = aws.client("route53").create_hosted_zone(Name="example.com", CallerReference=reference)["HostedZone"]["Id"].split("/")[-1]
+    spec_path = tmp_path / f"minilm-ec2-alb-{reference}.yaml"
+    spec_path.write_text(TEMPLATE.read_text().replace("Z0123456789ABCDEFGHIJ", zone))
+    return parse_spec(spec_path.read_text(), file=str(spec_path), path=spec_path), zone
+
+
+@pytest.fixture
+def world(aws, tmp_path):
+    """An account with the hosted zone the template names and a DLAMI parameter; returns the loaded spec."""
+    image = aws.client("ec2").describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    aws.client("ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
+    return zone_and_spec(aws, tmp_path)
+
+
+class FaultyTransport(AwsTransport):
+    """Fails the k-th mutating call as AWS would refuse it: nothing is sent, the caller sees an AWS error."""
+
+    def __init__(self, region: str, fail_at: int) -> None:
+        super().__init__(region, wait_delay_s=1, wait_attempts=5)
+        self.fail_at = fail_at
+        self.mutating_seen = 0
+        self.counter_lock = threading.Lock()
+
+    def call(self, service, operation, params):
+        if is_mutating(operation):
+            with self.counter_lock:
+                self.mutating_seen += 1
+                failing = self.mutating_seen == self.fail_at
+            if failing:
+                raise AwsCallError(f"{service}:{operation}: InjectedFault: failure number {self.fail_at}", code="InjectedFault")
+        return super().call(service, operation, params)
+
+
+def transport() -> AwsTransport:
+    return AwsTransport("us-east-1", wait_delay_s=1, wait_attempts=5)
+
+
+def apply_once(loaded, state, artifact, t=None, **kwargs):
+    t = t or transport()
+    return apply_spec(loaded, transport=t, state=state, artifact_dir=artifact, context=CONTEXT, **kwargs), t
+
+
+def tagged(t: AwsTransport, zone: str) -> list:
+    return find_leftovers(t, NAME, hosted_zone_ids=[zone])
+
+
+def record_sets(aws, zone):
+    return {(r["Name"], r["Type"]) for r in aws.client("route53").list_resource_record_sets(HostedZoneId=zone)["ResourceRecordSets"]}
+
+
+def test_apply_creates_everything_reapply_sends_nothing_destroy_leaves_nothing(world, artifact, tmp_path, aws):
+    loaded, zone = world
+    state = StateStore(tmp_path / "state.db")
+    result, first = apply_once(loaded, state, artifact)
+    recorded = state.get(NAME)
+    assert all(r.complete for r in recorded.resources.values())
+    assert set(result.created) == set(recorded.resources)
+    elbv2 = aws.client("elbv2")
+    alb = elbv2.describe_load_balancers(Names=[f"{NAME}-alb"])["LoadBalancers"][0]
+    listeners = {l["Port"]: l for l in elbv2.describe_listeners(LoadBalancerArn=alb["LoadBalancerArn"])["Listeners"]}
+    assert listeners[443]["Protocol"] == "HTTPS" and listeners[443]["Certificates"]
+    assert listeners[80]["DefaultActions"][0]["Type"] == "redirect"
+    group = elbv2.describe_target_groups(Names=[f"{NAME}-tg"])["TargetGroups"][0]
+    assert group["HealthCheckPath"] == "/ping"
+    certificate = aws.client("acm").describe_certificate(CertificateArn=listeners[443]["Certificates"][0]["CertificateArn"])
+    assert certificate["Certificate"]["Status"] == "ISSUED"
+    names = record_sets(aws, zone)
+    assert ("embed.example.com.", "A") in names and ("_neurondeploy.embed.example.com.", "TXT") in names
+    asg = aws.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[f"{NAME}-asg"])["AutoScalingGroups"][0]
+    assert (asg["MinSize"], asg["MaxSize"]) == (2, 6) and group["TargetGroupArn"] in asg["TargetGroupARNs"]
+    assert aws.client("s3").head_object(Bucket="neurondeploy-123456789012-us-east-1", Key=f"{NAME}/artifact/model.tar.gz")
+
+    again, second = apply_once(loaded, state, artifact)
+    print(f"fresh apply: {len(first.mutating_calls())} mutating calls; re-apply: {len(second.mutating_calls())}")
+    assert second.mutating_calls() == [] and again.created == []
+
+    t = transport()
+    report = destroy(NAME, Executor(t, state), t, state)
+    assert report.remaining == []
+    assert tagged(transport(), zone) == []
+    assert record_sets(aws, zone) == {("example.com.", "NS"), ("example.com.", "SOA")}
+    assert state.get(NAME) is None
+
+
+def test_destroy_deletes_dependents_before_what_they_depend_on(world, artifact, tmp_path):
+    loaded, _ = world
+    state = StateStore(tmp_path / "state.db")
+    apply_once(loaded, state, artifact)
+    recorded = state.get(NAME)
+    order: list[str] = []
+    executor = Executor(transport(), state, on_event=lambda m: order.append(m.split()[1]) if m.startswith("deleting") else None)
+    executor.destroy_recorded(NAME)
+    position = {name: index for index, name in enumerate(order)}
+    assert set(position) == {n for n, r in recorded.resources.items() if r.completed}
+    for name, resource in recorded.resources.items():
+        for dependency in resource.depends_on:
+            assert position[name] < position[dependency], f"{name} must go before {dependency}"
+    # spot checks of the issue's chain: the ASG (instances) before the ALB and target group, listeners before the
+    # ALB, security groups after the ALB, subnets and gateway before the VPC
+    assert position["asg"] < position["alb"] < position["sg-alb"] < position["vpc"]
+    assert position["listener-https"] < position["certificate"] and position["igw"] < position["vpc"]
+
+
+def count_resources(t: AwsTransport, zone: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for leftover in tagged(t, zone):
+        counts[leftover.type] = counts.get(leftover.type, 0) + 1
+    return counts
+
+
+def test_failing_any_mutating_call_then_reapplying_converges_and_destroy_leaves_nothing(world, artifact, tmp_path, aws):
+    loaded, zone = world
+    reference_state = StateStore(tmp_path / "reference.db")
+    _, fresh = apply_once(loaded, reference_state, artifact)
+    expected = count_resources(transport(), zone)
+    expected_records = {name for name in record_sets(aws, zone) if not name[0].startswith("_") or "neurondeploy" in name[0]}
+    t = transport()
+    destroy(NAME, Executor(t, reference_state), t, reference_state)
+    bucket, key = "neurondeploy-123456789012-us-east-1", f"{NAME}/artifact/model.tar.gz"
+    total = len([call for call in fresh.mutating_calls() if call.service != "s3"]) + 1  # + the artifact's PutObject
+    assert total > 30
+    for k in range(1, total + 1):
+        aws.client("s3").delete_object(Bucket=bucket, Key=key)  # so every round uploads it (and k=1 fails that)
+        # moto gap: a zone keeps a journal of changes, and a CREATE identical to one in the journal is refused as
+        # "already exists" even after the record was deleted (moto/route53/models.py). A new zone per round.
+        loaded, zone = zone_and_spec(aws, tmp_path, f"round-{k}")
+        state = StateStore(tmp_path / f"state-{k}.db")
+        with pytest.raises(NeurondeployError, match="InjectedFault"):
+            apply_once(loaded, state, artifact, t=FaultyTransport("us-east-1", k))
+        apply_once(loaded, state, artifact)
+        assert count_resources(transport(), zone) == expected, f"k={k}"
+        assert {n for n in record_sets(aws, zone) if not n[0].startswith("_") or "neurondeploy" in n[0]} == expected_records, f"k={k}"
+        t = transport()
+        report = destroy(NAME, Executor(t, state), t, state)
+        assert report.remaining == [] and tagged(transport(), zone) == [], f"k={k} leaked {report.remaining}"
+        assert record_sets(aws, zone) == {("example.com.", "NS"), ("example.com.", "SOA")}, f"k={k}"
+
+
+def test_rollback_deletes_what_the_failed_apply_created(world, artifact, tmp_path, aws):
+    loaded, zone = world
+    state = StateStore(tmp_path / "state.db")
+    with pytest.raises(ApplyFailed):
+        apply_once(loaded, state, artifact, t=FaultyTransport("us-east-1", 25), rollback=True)
+    assert tagged(transport(), zone) == []
+    assert all(not r.completed for r in state.get(NAME).resources.values()) if state.get(NAME) else True
+
+
+def test_an_apply_while_another_holds_the_deployment_is_refused_and_state_stays_consistent(world, artifact, tmp_path):
+    loaded, _ = world
+    state_file = tmp_path / "state.db"
+    command = [sys.executable, "-m", "neurondeploy.cli", "apply", loaded.source.file, "--artifact", str(artifact),
+               "--ami-ssm-parameter", AMI_PARAMETER, "--state", str(state_file), "--wait-delay-s", "1", "--json"]
+    state = StateStore(state_file)
+    with state.lock(NAME, "us-east-1", "inference"):  # this process is the apply that runs
+        refused = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
+        assert refused.returncode == 5
+        assert f"deployment {NAME} is being changed by pid {os.getpid()}" in refused.stderr and "Traceback" not in refused.stderr
+        assert state.get(NAME).resources == {}  # the refused apply touched nothing
+    first = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert json.loads(first.stdout)["mutating_calls"] > 30
+    assert all(r.complete for r in state.get(NAME).resources.values())
+    again = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert json.loads(again.stdout)["mutating_calls"] == 0
