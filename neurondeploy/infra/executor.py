@@ -150,7 +150,7 @@ class Executor:
         own = dict(recorded.outputs) if recorded else {}
         record = ResourceState(resource.name, resource.type, own, start, len(resource.create), requests_hash(resource.create),
                                _serialise(resource.delete), list(resource.depends_on), resource.taggable, time.time(),
-                               recorded.sequence if recorded else -1)
+                               recorded.sequence if recorded else -1, list(recorded.create_requests) if recorded else [])
         verb = "resuming" if start else "creating"
         self.on_event(f"{verb} {resource.name} ({resource.type})")
         for index in range(start, len(resource.create)):
@@ -161,6 +161,7 @@ class Executor:
             except KeyError as exc:
                 raise ApplyFailed(f"{resource.name}: {exc}", "this is a bug in the resource builders") from None
             response = self._call_with_outputs(resource, request, params)
+            record.create_requests.append({"service": request.service, "operation": request.operation, "params": params})
             own.update(response)
             record.outputs, record.completed = dict(own), index + 1
             self.state.put_resource(deployment, record)

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS resources (
     deployment TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL, outputs TEXT NOT NULL,
     completed INTEGER NOT NULL, total INTEGER NOT NULL, create_hash TEXT NOT NULL, delete_requests TEXT NOT NULL,
     depends_on TEXT NOT NULL, taggable INTEGER NOT NULL, created REAL NOT NULL, sequence INTEGER NOT NULL,
+    create_requests TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (deployment, name)
 );
 """
@@ -62,6 +63,7 @@ class ResourceState:
     taggable: bool
     created: float
     sequence: int  # creation order, for destroy
+    create_requests: list[dict] = field(default_factory=list)  # as sent (refs resolved): drift compares AWS to these
 
     @property
     def complete(self) -> bool:
@@ -144,9 +146,10 @@ class StateStore:
                 return None
             deployment = DeploymentState(row[0], row[1], row[2], row[3], row[4], spec_json=row[5])
             for r in db.execute("SELECT name, type, outputs, completed, total, create_hash, delete_requests, depends_on, "
-                                "taggable, created, sequence FROM resources WHERE deployment = ? ORDER BY sequence", (name,)):
+                                "taggable, created, sequence, create_requests FROM resources WHERE deployment = ? "
+                                "ORDER BY sequence", (name,)):
                 deployment.resources[r[0]] = ResourceState(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], json.loads(r[6]),
-                                                           json.loads(r[7]), bool(r[8]), r[9], r[10])
+                                                           json.loads(r[7]), bool(r[8]), r[9], r[10], json.loads(r[11]))
         return deployment
 
     def names(self) -> list[str]:
@@ -165,10 +168,11 @@ class StateStore:
                 (sequence,) = db.execute("SELECT COALESCE(MAX(sequence), 0) + 1 FROM resources WHERE deployment = ?",
                                          (deployment,)).fetchone()
                 resource.sequence = sequence
-            db.execute("INSERT OR REPLACE INTO resources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            db.execute("INSERT OR REPLACE INTO resources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (deployment, resource.name, resource.type, json.dumps(resource.outputs, default=str), resource.completed,
                         resource.total, resource.create_hash, json.dumps(resource.delete_requests, default=str),
-                        json.dumps(resource.depends_on), int(resource.taggable), resource.created, sequence))
+                        json.dumps(resource.depends_on), int(resource.taggable), resource.created, sequence,
+                        json.dumps(resource.create_requests, default=_bytes_as_size)))
             db.execute("UPDATE deployments SET updated = ? WHERE name = ?", (time.time(), deployment))
 
     def remove_resource(self, deployment: str, name: str) -> None:
@@ -191,3 +195,10 @@ def _alive(pid: int, host: str, this_host: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _bytes_as_size(value: Any) -> Any:
+    """Request bodies (an artifact upload) are not state: keep their size only."""
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    return str(value)

@@ -210,3 +210,19 @@ def test_an_apply_while_another_holds_the_deployment_is_refused_and_state_stays_
     assert all(r.complete for r in state.get(NAME).resources.values())
     again = subprocess.run(command, capture_output=True, text=True, check=True)
     assert json.loads(again.stdout)["mutating_calls"] == 0
+
+
+def test_drift_reports_what_changed_outside_the_tool_from_state_alone(world, artifact, tmp_path, aws):
+    from neurondeploy.infra.drift import drift
+
+    loaded, _ = world
+    state = StateStore(tmp_path / "state.db")
+    apply_once(loaded, state, artifact)
+    assert drift(NAME, transport(), state) == []
+    aws.client("autoscaling").update_auto_scaling_group(AutoScalingGroupName=f"{NAME}-asg", MaxSize=9)
+    group_id = state.get(NAME).resources["sg-instances"].outputs["GroupId"]
+    aws.client("ec2").authorize_security_group_ingress(GroupId=group_id, IpPermissions=[
+        {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}])
+    items = drift(NAME, transport(), state)
+    assert {(item.resource, item.kind) for item in items} == {("asg", "changed"), ("sg-instances", "changed")}, items
+    assert any("MaxSize" in item.detail or "max" in item.detail.lower() for item in items if item.resource == "asg")
