@@ -85,7 +85,8 @@ class InferenceServer:
             self.load_error = f"{type(exc).__name__}: {exc}"
             return
         self.batcher = DynamicBatcher(runner.run, len(runner.replicas), runner.max_batch,
-                                      self.serving.max_batch_delay_ms / 1000, self.serving.max_queue, self.metrics.observe_batch)
+                                      self.serving.max_batch_delay_ms / 1000, self.serving.max_queue, self.metrics.observe_batch,
+                                      group_size=runner.group_size)
         self.batcher.start()
         self.runner = runner
         self.metrics.ready.set(1)

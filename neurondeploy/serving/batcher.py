@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,8 +31,13 @@ class _Pending:
 
 class DynamicBatcher:
     def __init__(self, run: Callable[[int, list[Item]], list[Any]], replicas: int, max_batch: int, max_delay_s: float,
-                 max_queue: int, observe: Callable[[int, list[float]], None] | None = None) -> None:
+                 max_queue: int, observe: Callable[[int, list[float]], None] | None = None,
+                 group_size: Callable[[int], int] | None = None) -> None:
         self.run = run
+        # How many of n waiting items to run now (the runner knows which compiled batch gives most items/s);
+        # the rest wait, first in line, for the next call.
+        self.group_size = group_size or (lambda waiting: waiting)
+        self.held: deque[_Pending] = deque()
         self.replicas = replicas
         self.max_batch = max_batch
         self.max_delay_s = max_delay_s
@@ -47,7 +53,7 @@ class DynamicBatcher:
 
     async def stop(self) -> None:
         """Finish everything queued, then stop the workers (graceful shutdown drains, it does not drop)."""
-        while not self.queue.empty() or self.in_flight:
+        while not self.queue.empty() or self.held or self.in_flight:
             await asyncio.sleep(0.005)
         for worker in self.workers:
             worker.cancel()
@@ -56,8 +62,9 @@ class DynamicBatcher:
     async def submit(self, items: list[Item]) -> list[Any]:
         """Queue a request's items; the answers come back in order. A failed model call fails only the requests
         whose items were in that group."""
-        if self.queue.qsize() + len(items) > self.max_queue:
-            raise QueueFull(f"{self.queue.qsize()} inputs are queued (serving.max_queue {self.max_queue})")
+        waiting = self.queue.qsize() + len(self.held)
+        if waiting + len(items) > self.max_queue:
+            raise QueueFull(f"{waiting} inputs are queued (serving.max_queue {self.max_queue})")
         loop = asyncio.get_running_loop()
         pending = [_Pending(item, loop.create_future()) for item in items]
         for entry in pending:
@@ -66,7 +73,11 @@ class DynamicBatcher:
         return list(await asyncio.gather(*(entry.future for entry in pending)))
 
     async def _collect(self, target: int) -> list[_Pending]:
-        group = [await self.queue.get()]
+        group = []
+        while self.held and len(group) < self.max_batch:
+            group.append(self.held.popleft())
+        if not group:
+            group.append(await self.queue.get())
         deadline = time.perf_counter() + self.max_delay_s
         while len(group) < self.max_batch:
             try:
@@ -82,7 +93,9 @@ class DynamicBatcher:
                 await asyncio.wait_for(self.arrived.wait(), remaining)
             except asyncio.TimeoutError:
                 break
-        return group
+        keep = max(1, min(len(group), self.group_size(len(group))))
+        self.held.extendleft(reversed(group[keep:]))
+        return group[:keep]
 
     async def _worker(self, replica: int) -> None:
         loop = asyncio.get_running_loop()

@@ -9,6 +9,7 @@ list of them) for image models.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ class ModelRunner:
 
             self.tokenizer = AutoTokenizer.from_pretrained(str(artifact_dir / self.manifest.preprocessor), local_files_only=True)
         self.pad_id = getattr(self.tokenizer, "pad_token_id", None) or 0
+        self.bucket_seconds: dict[tuple[int, int], float] = {}
 
     # --- requests -> items -------------------------------------------------------------------------------------
 
@@ -156,16 +158,36 @@ class ModelRunner:
                  for score, index in zip(scores, indices)] for scores, indices in zip(top.values, top.indices)]
 
     def warm_up(self) -> None:
-        """One inference per bucket and replica: /ping turns healthy only after every module has run once."""
+        """One inference per bucket and replica (/ping turns healthy only after every module has run), then one
+        timed run per bucket: the batcher uses the timings to pick group sizes."""
         for replica in range(len(self.replicas)):
             for batch, length in self.buckets:
-                if self.image:
-                    items = [Item(pixels=torch.zeros(3, *self.manifest.buckets[0].image_size))]
-                else:
-                    items = [Item(token_ids=[self.pad_id] * length)]
-                module = self.replicas[replica].modules[(batch, length)]
-                with torch.no_grad():
-                    module(*self.tensors(items, batch, length))
+                self._run_padding(replica, batch, length)
+        for batch, length in self.buckets:
+            start = time.perf_counter()
+            self._run_padding(0, batch, length)
+            self.bucket_seconds[(batch, length)] = time.perf_counter() - start
+
+    def _run_padding(self, replica: int, batch: int, length: int) -> None:
+        if self.image:
+            items = [Item(pixels=torch.zeros(3, *self.manifest.buckets[0].image_size))]
+        else:
+            items = [Item(token_ids=[self.pad_id] * length)]
+        with torch.no_grad():
+            self.replicas[replica].modules[(batch, length)](*self.tensors(items, batch, length))
+
+    def group_size(self, waiting: int) -> int:
+        """How many of ``waiting`` items to run now: the count whose smallest fitting bucket gives the most items
+        per second at the longest compiled length (padding to a larger batch costs time). Without timings: all."""
+        if not self.bucket_seconds:
+            return waiting
+        best, best_rate = waiting, 0.0
+        for count in sorted({batch for batch, _ in self.buckets if batch <= waiting} | {min(waiting, self.max_batch)}):
+            batch = min(b for b, _ in self.buckets if b >= count)
+            seconds = self.bucket_seconds.get((batch, self.max_length))
+            if seconds and count / seconds > best_rate:
+                best, best_rate = count, count / seconds
+        return best
 
 
 def _depth(value: Any) -> int:
