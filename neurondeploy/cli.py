@@ -73,6 +73,11 @@ def cmd_size(args) -> int:
     return 0 if result["options"] else 3
 
 
+def _bucket_line(bucket) -> str:
+    state = f"cache hit ({bucket.source})" if bucket.cache_hit else f"compiled in {bucket.trace_s:.1f} s"
+    return f"  bucket batch {bucket.batch_size} × {bucket.length}: {state}"
+
+
 def cmd_compile(args) -> int:
     from neurondeploy.compiler.backends import select_backend
     from neurondeploy.compiler.cache import CompileCache
@@ -96,8 +101,7 @@ def cmd_compile(args) -> int:
         task = progress.add_task("compiling", total=len(buckets))
 
         def on_bucket(bucket) -> None:
-            state = f"cache hit ({bucket.source})" if bucket.cache_hit else f"compiled in {bucket.trace_s:.1f} s"
-            progress.console.print(f"  bucket batch {bucket.batch_size} × {bucket.length}: {state}")
+            progress.console.print(_bucket_line(bucket))
             progress.advance(task)
 
         result = compile_spec(loaded, backend=args.backend, cache=cache,
@@ -135,8 +139,7 @@ def cmd_apply(args) -> int:
     console.print(f"[bold]{loaded.spec.name}[/]: valid; compiling (cache: {args.cache_dir or 'default'})")
 
     def on_bucket(bucket) -> None:
-        state = f"cache hit ({bucket.source})" if bucket.cache_hit else f"compiled in {bucket.trace_s:.1f} s"
-        console.print(f"  bucket batch {bucket.batch_size} × {bucket.length}: {state}")
+        console.print(_bucket_line(bucket))
 
     endpoint = local.start_local_endpoint(loaded, host=args.host, port=args.port, backend=args.backend,
                                           cache_dir=Path(args.cache_dir) if args.cache_dir else None,
