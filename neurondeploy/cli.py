@@ -285,6 +285,49 @@ def cmd_unlock(args) -> int:
     return 0
 
 
+def _hyperparameter_overrides(pairs: list[str]) -> dict[str, str]:
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise NeurondeployError(f"--hp {pair!r} is not KEY=VALUE", "e.g. --hp max_steps=20")
+        overrides[key] = value
+    return overrides
+
+
+def cmd_train(args) -> int:
+    from neurondeploy.specs import load_spec
+
+    loaded = load_spec(args.spec)
+    if loaded.spec.kind != "training":
+        raise NeurondeployError(f"{args.spec} is an inference spec; train runs training specs",
+                                "use neurondeploy apply for endpoints")
+    overrides = _hyperparameter_overrides(args.hp)
+    if args.local:
+        from neurondeploy.training.local import run_local_training
+
+        result = run_local_training(loaded, processes=args.processes, work_dir=Path(args.work_dir) if args.work_dir else None,
+                                    hyperparameters=overrides, console=_console_err())
+        if args.json:
+            _print_json(result.as_dict())
+        return result.exit_code
+    from neurondeploy.sagemaker.jobs import run_training_job
+
+    return run_training_job(loaded, args, hyperparameters=overrides, console=_console_err())
+
+
+def cmd_stop(args) -> int:
+    from neurondeploy.sagemaker.jobs import stop_training_job
+
+    return stop_training_job(args, console=_console_err())
+
+
+def cmd_logs(args) -> int:
+    from neurondeploy.sagemaker.jobs import print_training_logs
+
+    return print_training_logs(args)
+
+
 def cmd_invoke(args) -> int:
     from neurondeploy.serving.client import invoke, parse_data
 
@@ -413,6 +456,29 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--json", action="store_true")
     _state_options(apply)
     apply.set_defaults(handler=cmd_apply)
+
+    train = commands.add_parser("train", help="run a training spec: a SageMaker job on Trn1, or --local with torchrun on this CPU")
+    train.add_argument("spec", metavar="SPEC")
+    train.add_argument("--local", action="store_true", help="run the entry script here with torchrun (gloo), the SageMaker contract set")
+    train.add_argument("--processes", type=int, help="--local: processes torchrun starts (default: the spec's local_processes)")
+    train.add_argument("--work-dir", metavar="DIR", help="--local: model, output, checkpoints (default .neurondeploy/train/<name>)")
+    train.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE", help="override a hyperparameter (repeatable)")
+    train.add_argument("--no-wait", action="store_true", help="start the SageMaker job and return (follow it with logs/status)")
+    train.add_argument("--json", action="store_true", help="print a JSON summary at the end")
+    _state_options(train)
+    train.set_defaults(handler=cmd_train)
+
+    stop = commands.add_parser("stop", help="stop a deployment's running SageMaker training job (checkpoints stay in S3)")
+    stop.add_argument("name", metavar="NAME")
+    _state_options(stop)
+    stop.set_defaults(handler=cmd_stop)
+
+    logs = commands.add_parser("logs", help="a training job's CloudWatch logs (every host), optionally following them")
+    logs.add_argument("name", metavar="NAME", help="deployment name (its latest job) or a training job name")
+    logs.add_argument("--follow", action="store_true", help="keep printing until the job ends")
+    logs.add_argument("--region", help="when the state has no record of NAME")
+    _state_options(logs)
+    logs.set_defaults(handler=cmd_logs)
 
     destroy = commands.add_parser("destroy", help="delete everything a deployment created (state + tag sweep) and prove nothing is left")
     destroy.add_argument("name", metavar="NAME")
