@@ -244,9 +244,14 @@ def cmd_status(args) -> int:
             from neurondeploy.errors import NeurondeployError
 
             raise NeurondeployError(f"no state for deployment {name}", f"known: {', '.join(state.names()) or 'none'}")
-        data.append({"name": name, "region": deployment.region, "kind": deployment.kind, "spec_sha256": deployment.spec_digest,
-                     "resources": [{"name": r.name, "type": r.type, "complete": r.complete, "outputs": r.outputs}
-                                   for r in deployment.resources.values()]})
+        item = {"name": name, "region": deployment.region, "kind": deployment.kind, "spec_sha256": deployment.spec_digest,
+                "resources": [{"name": r.name, "type": r.type, "complete": r.complete, "outputs": r.outputs}
+                              for r in deployment.resources.values()]}
+        if deployment.kind == "training":  # the job's live state, from DescribeTrainingJob
+            from neurondeploy.sagemaker.jobs import training_job_status
+
+            item["training_job"] = training_job_status(deployment, args.wait_delay_s)
+        data.append(item)
     if args.json:
         _print_json(data)
     else:
@@ -257,6 +262,15 @@ def cmd_status(args) -> int:
             for resource in item["resources"]:
                 ident = next(iter(resource["outputs"].values()), "") if resource["outputs"] else ""
                 print(f"  {resource['name']:28} {resource['type']:40} {ident}")
+            if item["kind"] == "training":
+                job = item["training_job"]
+                if job is None:
+                    print("  job: none recorded (neurondeploy train SPEC starts one)")
+                elif "error" in job:
+                    print(f"  job {job['job_name']}: status unavailable: {job['error']}")
+                else:
+                    started = f", started {job['training_start']:%Y-%m-%d %H:%M:%S %Z}" if job["training_start"] else ""
+                    print(f"  job {job['line']}{started}")
     return 0
 
 
@@ -291,7 +305,10 @@ def _hyperparameter_overrides(pairs: list[str]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise NeurondeployError(f"--hp {pair!r} is not KEY=VALUE", "e.g. --hp max_steps=20")
-        overrides[key] = value
+        try:  # typed like the spec's YAML values: --hp max_steps=20 is the integer 20
+            overrides[key] = json.loads(value)
+        except ValueError:
+            overrides[key] = value
     return overrides
 
 

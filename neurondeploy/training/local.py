@@ -1,0 +1,234 @@
+"""`train SPEC --local`: the spec's entry script under torchrun on this machine's CPU (gloo), with the
+environment a SageMaker training container gives it, so the script cannot tell the difference.
+
+Local directories stand in for what lives in S3 on SageMaker: the input channels (``inputs.<name>.local_path``),
+the checkpoint location (``<work dir>/checkpoints``, what SageMaker syncs with ``checkpoint.s3_uri``), the model
+and output directories. The spec's parallel layout is scaled down to the local processes (see ``local_layout``)
+and passed as the same hyperparameters the SageMaker job gets.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.infra.resources import PlanContext
+from neurondeploy.sagemaker.requests import training_environment, training_hyperparameters
+from neurondeploy.specs import LoadedSpec
+
+HOST = "algo-1"  # SageMaker's name for the first (here: only) host
+CHECKPOINT_PREFIX = "step_"
+COMPLETE_MARKER = "trainer.json"  # the reference script writes it last into a finished checkpoint
+STOP_GRACE_S = 60  # SIGTERM lets the script finish its step and checkpoint; then it is killed
+
+
+class LocalTrainingError(NeurondeployError):
+    exit_code = 9
+
+
+@dataclass(frozen=True)
+class LocalLayout:
+    tensor_parallel: int
+    pipeline_parallel: int
+    data_parallel: int
+
+    def describe(self) -> str:
+        return f"TP={self.tensor_parallel} PP={self.pipeline_parallel} DP={self.data_parallel}"
+
+
+def local_layout(tensor_parallel: int, pipeline_parallel: int, processes: int) -> LocalLayout:
+    """The spec's layout scaled down to ``processes``: pipeline stages first, then tensor shards, each cut to
+    the largest degree that divides both, and data parallel takes the rest. TP=8 on 2 processes runs TP=2,
+    so the sharded code path (and its checkpoints) is exercised even though the degree is smaller."""
+    pipeline = math.gcd(pipeline_parallel, processes)
+    tensor = math.gcd(tensor_parallel, processes // pipeline)
+    return LocalLayout(tensor, pipeline, processes // (pipeline * tensor))
+
+
+@dataclass
+class LocalTrainingResult:
+    exit_code: int
+    work_dir: Path
+    processes: int
+    layout: LocalLayout
+    resumed_from_step: int | None = None
+    last_step: int | None = None
+    losses: list[tuple[int, float]] = field(default_factory=list)  # (step, loss) logged by this run
+    checkpoints: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["work_dir"] = str(self.work_dir)
+        return data
+
+
+def script_arguments(hyperparameters: dict[str, object]) -> list[str]:
+    """``--key value`` the way SageMaker's training toolkit renders JSON-decoded hyperparameters (str())."""
+    arguments = []
+    for key, value in hyperparameters.items():
+        arguments += [f"--{key}", str(value)]
+    return arguments
+
+
+def local_hyperparameters(loaded: LoadedSpec, layout: LocalLayout) -> dict[str, object]:
+    """What the SageMaker job's script receives, minus the toolkit's own keys, with the scaled layout."""
+    encoded = training_hyperparameters(loaded.spec, PlanContext(account_id="000000000000"))
+    decoded = {key: json.loads(value) for key, value in encoded.items() if not key.startswith("sagemaker_")}
+    decoded["tensor_parallel_size"] = layout.tensor_parallel
+    decoded["pipeline_parallel_size"] = layout.pipeline_parallel
+    return decoded
+
+
+def channel_dirs(loaded: LoadedSpec) -> dict[str, Path]:
+    channels = {}
+    for name, channel in loaded.spec.inputs.items():
+        if not channel.local_path:
+            raise LocalTrainingError(f"input channel {name} has only s3_uri; --local reads channels from local directories",
+                                     f"set inputs.{name}.local_path (e.g. after `aws s3 sync {channel.s3_uri} data/{name}`)")
+        directory = (loaded.base_dir / channel.local_path).resolve()
+        if not directory.is_dir():
+            raise LocalTrainingError(f"inputs.{name}.local_path {directory} is not a directory",
+                                     f"create it or point inputs.{name}.local_path at the channel's data")
+        channels[name] = directory
+    return channels
+
+
+def sagemaker_environment(loaded: LoadedSpec, *, work_dir: Path, processes: int, hyperparameters: dict[str, object],
+                          channels: dict[str, Path]) -> dict[str, str]:
+    """The variables SageMaker's training toolkit sets (the ones scripts read), pointing at local directories."""
+    spec = loaded.spec
+    model_dir, output_dir = work_dir / "model", work_dir / "output"
+    env = {
+        "SM_MODEL_DIR": str(model_dir),
+        "SM_OUTPUT_DIR": str(output_dir),
+        "SM_OUTPUT_DATA_DIR": str(output_dir / "data"),
+        "SM_INPUT_DIR": str(work_dir / "input"),
+        "SM_CHANNELS": json.dumps(sorted(channels)),
+        "SM_HPS": json.dumps(hyperparameters),
+        "SM_USER_ARGS": json.dumps(script_arguments(hyperparameters)),
+        "SM_HOSTS": json.dumps([HOST]),
+        "SM_CURRENT_HOST": HOST,
+        "SM_NUM_CPUS": str(os.cpu_count() or 1),
+        "SM_NUM_GPUS": "0",
+        "SM_NUM_NEURONS": str(processes),  # the local processes stand in for NeuronCores
+        "SM_MODULE_NAME": Path(spec.entry_point).stem,
+        "SM_TRAINING_ENV": json.dumps({"job_name": f"{spec.name}-local", "hosts": [HOST], "current_host": HOST,
+                                       "hyperparameters": hyperparameters, "channel_input_dirs": {k: str(v) for k, v in channels.items()},
+                                       "model_dir": str(model_dir), "output_data_dir": str(output_dir / "data"),
+                                       "num_neurons": processes, "is_master": True}),
+    }
+    for name, directory in channels.items():
+        env[f"SM_CHANNEL_{name.upper()}"] = str(directory)
+    for key, value in hyperparameters.items():
+        env[f"SM_HP_{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)
+    # neurondeploy's own contract (the same keys the job gets), with the checkpoint location made local.
+    ours = {k: v for k, v in training_environment(spec).items() if k.startswith("NEURONDEPLOY_")}
+    ours["NEURONDEPLOY_CHECKPOINT_DIR"] = str(work_dir / "checkpoints")
+    return {**env, **ours, **spec.environment}
+
+
+def completed_checkpoints(directory: Path) -> list[Path]:
+    found = [p for p in directory.glob(f"{CHECKPOINT_PREFIX}*") if (p / COMPLETE_MARKER).is_file()]
+    return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX):]))
+
+
+def _entry_script(loaded: LoadedSpec) -> Path:
+    source = (loaded.base_dir / loaded.spec.source_dir).resolve()
+    script = source / loaded.spec.entry_point
+    if not script.is_file():
+        raise LocalTrainingError(f"entry_point {script} does not exist",
+                                 "set source_dir (relative to the spec file) and entry_point to your training script")
+    return script
+
+
+def _torchrun_available() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise LocalTrainingError("torch is not installed in this environment; --local runs the script with torchrun",
+                                 "pip install torch==2.13.0 (CPU build), or pip install 'neurondeploy[torch]'")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM to torchrun (it forwards it to the workers, which finish the step, checkpoint and exit); then kill.
+    torchrun stays in our process group, so Ctrl-C in a terminal reaches the workers directly too."""
+    try:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work_dir: Path | None = None,
+                       hyperparameters: dict[str, object] | None = None, console=None) -> LocalTrainingResult:
+    if hyperparameters:
+        loaded = LoadedSpec(loaded.spec.model_copy(update={"hyperparameters": {**loaded.spec.hyperparameters, **hyperparameters}}),
+                            loaded.source, loaded.path, loaded.digest)
+    spec = loaded.spec
+    processes = processes or spec.local_processes
+    if processes < 1:
+        raise LocalTrainingError(f"--processes {processes} must be 1 or more", "e.g. --processes 2")
+    script = _entry_script(loaded)
+    channels = channel_dirs(loaded)
+    _torchrun_available()
+    work_dir = (work_dir or Path(".neurondeploy") / "train" / spec.name).resolve()
+    for sub in ("model", "output/data", "checkpoints", "input"):
+        (work_dir / sub).mkdir(parents=True, exist_ok=True)
+    dist = spec.distribution
+    layout = local_layout(dist.tensor_parallel, dist.pipeline_parallel, processes)
+    hps = local_hyperparameters(loaded, layout)
+    env = {**os.environ, **sagemaker_environment(loaded, work_dir=work_dir, processes=processes, hyperparameters=hps,
+                                                 channels=channels),
+           "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes)), "PYTHONUNBUFFERED": "1"}
+    say = console.print if console is not None else (lambda message: print(message, file=sys.stderr))
+    say(f"{spec.name}: spec layout TP={dist.tensor_parallel} PP={dist.pipeline_parallel} on "
+        f"{spec.instance_count} × {spec.instance_type}; locally {processes} processes: {layout.describe()} (gloo, CPU)")
+    say(f"work dir {work_dir} (checkpoints/ stands in for {spec.checkpoint.s3_uri or 'the checkpoint location'})")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
+               "--max_restarts", "0", str(script), *script_arguments(hps)]
+    result = LocalTrainingResult(exit_code=0, work_dir=work_dir, processes=processes, layout=layout)
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=script.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    try:
+        for line in process.stdout:
+            _observe(line, result)
+            sys.stderr.write(line)
+        result.exit_code = process.wait()
+    except KeyboardInterrupt:
+        say("stopping: the script checkpoints and exits; run the same command again to resume")
+        _stop(process)
+        result.exit_code = 130
+    finally:
+        if process.poll() is None:
+            _stop(process)
+    result.seconds = time.perf_counter() - started
+    result.checkpoints = [str(p) for p in completed_checkpoints(work_dir / "checkpoints")]
+    if result.exit_code not in (0, 130):
+        raise LocalTrainingError(f"the training script exited with {result.exit_code} (its output is above)",
+                                 "fix the script or spec; completed checkpoints are kept and the next run resumes from them")
+    return result
+
+
+def _observe(line: str, result: LocalTrainingResult) -> None:
+    """Progress the reference script prints (rank 0): 'step N/M loss L ...' and 'resumed from checkpoint step N'."""
+    words = line.split()
+    if len(words) >= 4 and words[0] == "step" and words[2] == "loss" and "/" in words[1]:
+        try:
+            step, loss = int(words[1].split("/")[0]), float(words[3])
+        except ValueError:
+            return
+        result.last_step = step
+        result.losses.append((step, loss))
+    elif line.startswith("resumed from checkpoint step "):
+        result.resumed_from_step = int(words[4])

@@ -1,0 +1,141 @@
+"""A tiny causal language model built from a config, and the ways to split it over processes.
+
+Byte-level (vocabulary 256), so it needs no tokenizer: the shipped text trains it in seconds on a CPU.
+Layers live in a ModuleDict keyed by their index, so parameter names are the same whatever the layout
+(single process, DDP, tensor parallel, a pipeline stage) and checkpoints move between layouts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+@dataclass(frozen=True)
+class TinyLMConfig:
+    vocab_size: int = 256
+    hidden_size: int = 64
+    layers: int = 4
+    heads: int = 4
+    intermediate_size: int = 256
+    max_positions: int = 256
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    def check_layout(self, tensor_parallel: int, pipeline_parallel: int) -> None:
+        """The split must be even: heads and MLP columns over TP ranks, layers over pipeline stages."""
+        problems = []
+        if self.heads % tensor_parallel or self.intermediate_size % tensor_parallel:
+            problems.append(f"heads {self.heads} and intermediate_size {self.intermediate_size} must divide by "
+                            f"tensor_parallel_size {tensor_parallel}")
+        if self.layers < pipeline_parallel:
+            problems.append(f"layers {self.layers} must be at least pipeline_parallel_size {pipeline_parallel}")
+        if problems:
+            raise SystemExit("error: " + "; ".join(problems))
+
+
+class Attention(nn.Module):
+    def __init__(self, config: TinyLMConfig) -> None:
+        super().__init__()
+        self.head_dim = config.hidden_size // config.heads
+        self.q_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        self.k_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        self.v_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        self.o_proj = nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = x.shape
+        # -1 heads: under tensor parallelism each rank holds heads / TP of them.
+        q, k, v = (proj(x).view(batch, length, -1, self.head_dim).transpose(1, 2)
+                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(y.transpose(1, 2).reshape(batch, length, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: TinyLMConfig) -> None:
+        super().__init__()
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.gelu(self.up_proj(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, config: TinyLMConfig) -> None:
+        super().__init__()
+        self.attention_norm = nn.LayerNorm(config.hidden_size)
+        self.attention = Attention(config)
+        self.mlp_norm = nn.LayerNorm(config.hidden_size)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x))
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class TinyLM(nn.Module):
+    """Embeddings -> blocks -> norm -> head. A pipeline stage keeps only its part (the others are None/removed)."""
+
+    def __init__(self, config: TinyLMConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_tokens: nn.Embedding | None = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.embed_positions: nn.Embedding | None = nn.Embedding(config.max_positions, config.hidden_size)
+        self.layers = nn.ModuleDict({str(i): Block(config) for i in range(config.layers)})
+        self.norm: nn.LayerNorm | None = nn.LayerNorm(config.hidden_size)
+        self.lm_head: nn.Linear | None = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.gradient_checkpointing = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.embed_tokens is not None:  # first stage: x are token ids
+            positions = torch.arange(x.shape[1], device=x.device)
+            x = self.embed_tokens(x) + self.embed_positions(positions)
+        for layer in self.layers.values():
+            # Recompute each block's activations in backward instead of keeping them: less memory, ~1/3 more compute.
+            x = checkpoint(layer, x, use_reentrant=False) if self.gradient_checkpointing and self.training else layer(x)
+        if self.lm_head is not None:  # last stage: logits
+            x = self.lm_head(self.norm(x))
+        return x
+
+
+def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def keep_pipeline_stage(model: TinyLM, stage: int, stages: int) -> TinyLM:
+    """Cut ``model`` down to pipeline stage ``stage`` of ``stages``: contiguous layers, as even as possible,
+    embeddings on the first stage, norm and head on the last."""
+    layers = model.config.layers
+    bounds = [layers * s // stages for s in range(stages + 1)]
+    keep = {str(i) for i in range(bounds[stage], bounds[stage + 1])}
+    for name in list(model.layers.keys()):
+        if name not in keep:
+            del model.layers[name]
+    if stage > 0:
+        model.embed_tokens = model.embed_positions = None
+    if stage < stages - 1:
+        model.norm = model.lm_head = None
+    return model
+
+
+def apply_tensor_parallel(model: TinyLM, mesh) -> TinyLM:
+    """Megatron-style sharding with DTensor: q/k/v and the MLP's up projection split by output columns, o and
+    down by input rows, so each block needs one all-reduce forward and one backward. Embeddings, norms and the
+    head stay replicated (small here)."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    plan = {}
+    for name in model.layers.keys():
+        for column in ("attention.q_proj", "attention.k_proj", "attention.v_proj", "mlp.up_proj"):
+            plan[f"layers.{name}.{column}"] = ColwiseParallel()
+        for row in ("attention.o_proj", "mlp.down_proj"):
+            plan[f"layers.{name}.{row}"] = RowwiseParallel()
+    return parallelize_module(model, mesh, plan)
