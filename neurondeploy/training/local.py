@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ HOST = "algo-1"  # SageMaker's name for the first (here: only) host
 CHECKPOINT_PREFIX = "step_"
 COMPLETE_MARKER = "trainer.json"  # the reference script writes it last into a finished checkpoint
 STOP_GRACE_S = 60  # SIGTERM lets the script finish its step and checkpoint; then it is killed
+TORCHRUN_LOG = re.compile(r"^[DIWE]\d{4} \d\d:")  # glog-style lines of torchrun's agent
 
 
 class LocalTrainingError(NeurondeployError):
@@ -158,15 +161,29 @@ def _torchrun_available() -> None:
                                  "pip install torch==2.13.0 (CPU build), or pip install 'neurondeploy[torch]'")
 
 
+def _child_setup() -> None:
+    """torchrun runs in its own session, so a terminal's Ctrl-C reaches only us and we send it one SIGTERM
+    (torchrun handles a second signal during its shutdown badly, killing the workers mid-checkpoint). Should we
+    die without cleaning up, Linux sends torchrun SIGTERM (PR_SET_PDEATHSIG), so nothing keeps running orphaned."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
 def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM to torchrun (it forwards it to the workers, which finish the step, checkpoint and exit); then kill.
-    torchrun stays in our process group, so Ctrl-C in a terminal reaches the workers directly too."""
+    """SIGTERM to torchrun (it forwards it to the workers, which finish the step, checkpoint and exit); then kill."""
     try:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=STOP_GRACE_S)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def _kill_if_running(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.kill()
 
 
 def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work_dir: Path | None = None,
@@ -199,16 +216,27 @@ def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work
     result = LocalTrainingResult(exit_code=0, work_dir=work_dir, processes=processes, layout=layout)
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=script.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
+                               text=True, start_new_session=True, preexec_fn=_child_setup)
+    interrupted = hiding = False  # once stopping, torchrun's shutdown chatter and SignalException traceback are noise
     try:
-        for line in process.stdout:
-            _observe(line, result)
-            sys.stderr.write(line)
-        result.exit_code = process.wait()
-    except KeyboardInterrupt:
-        say("stopping: the script checkpoints and exits; run the same command again to resume")
-        _stop(process)
-        result.exit_code = 130
+        while True:
+            try:
+                for line in process.stdout:  # until the script exits; its last words matter after Ctrl-C too
+                    _observe(line, result)
+                    hiding = hiding or (interrupted and line.startswith("Traceback"))
+                    if not (hiding or (interrupted and TORCHRUN_LOG.match(line))):
+                        sys.stderr.write(line)
+                break
+            except KeyboardInterrupt:
+                if interrupted:  # a second Ctrl-C: no more waiting for the checkpoint
+                    process.kill()
+                    continue
+                interrupted = True
+                say("stopping: the script finishes its step and checkpoints (Ctrl-C again kills it); "
+                    "run the same command again to resume")
+                threading.Timer(STOP_GRACE_S, _kill_if_running, (process,)).start()
+                process.send_signal(signal.SIGTERM)
+        result.exit_code = 130 if interrupted else process.wait()
     finally:
         if process.poll() is None:
             _stop(process)

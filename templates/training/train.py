@@ -497,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"checkpoint step {step} saved to {path}", flush=True)
         if stopping:
             if rt.is_logger:
-                print(f"stopped at step {step} on SIGTERM; the next run resumes from it", flush=True)
+                print(f"stopped at step {step} on a stop signal; the next run resumes from it", flush=True)
             break
     else:
         save_final_model(config, rt, model)

@@ -1,0 +1,78 @@
+"""The local training launcher's pure parts: layout scaling, the SageMaker environment, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from neurondeploy.specs import load_spec
+from neurondeploy.training.local import local_hyperparameters, local_layout, sagemaker_environment, script_arguments
+
+REPO = Path(__file__).parents[2]
+
+
+@pytest.mark.parametrize(("tp", "pp", "processes", "expected"), [
+    (1, 1, 2, (1, 1, 2)),
+    (8, 1, 2, (2, 1, 1)),   # the multi-node template's TP=8 runs sharded, at degree 2
+    (1, 2, 2, (1, 2, 1)),
+    (2, 2, 2, (1, 2, 1)),   # pipeline first
+    (2, 2, 4, (2, 2, 1)),
+    (4, 1, 8, (4, 1, 2)),
+    (3, 1, 2, (1, 1, 2)),   # no common divisor: data parallel only
+])
+def test_the_spec_layout_scales_down_to_the_local_processes(tp, pp, processes, expected):
+    layout = local_layout(tp, pp, processes)
+    assert (layout.tensor_parallel, layout.pipeline_parallel, layout.data_parallel) == expected
+    assert layout.tensor_parallel * layout.pipeline_parallel * layout.data_parallel == processes
+
+
+def test_the_script_gets_the_sagemaker_contract_with_local_directories(tmp_path):
+    loaded = load_spec(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml")
+    layout = local_layout(8, 1, 2)
+    hps = local_hyperparameters(loaded, layout)
+    assert hps["tensor_parallel_size"] == 2 and hps["zero1"] is True and hps["max_steps"] == 10000
+    assert not any(key.startswith("sagemaker_") for key in hps)
+    channels = {"train": tmp_path}
+    env = sagemaker_environment(loaded, work_dir=tmp_path / "w", processes=2, hyperparameters=hps, channels=channels)
+    assert env["SM_CHANNEL_TRAIN"] == str(tmp_path) and json.loads(env["SM_CHANNELS"]) == ["train"]
+    assert env["SM_MODEL_DIR"] == str(tmp_path / "w" / "model")
+    assert env["SM_OUTPUT_DATA_DIR"] == str(tmp_path / "w" / "output" / "data")
+    assert json.loads(env["SM_HPS"]) == hps and env["SM_NUM_NEURONS"] == "2"
+    assert env["SM_HP_GLOBAL_BATCH_SIZE"] == "1024"
+    assert env["NEURONDEPLOY_CHECKPOINT_DIR"] == str(tmp_path / "w" / "checkpoints")  # not /opt/ml/checkpoints
+    assert env["NEURONDEPLOY_RESUME"] == "1"
+    assert "FI_PROVIDER" not in env  # EFA settings mean nothing here
+    assert script_arguments({"zero1": True, "max_steps": 5}) == ["--zero1", "True", "--max_steps", "5"]
+
+
+def _train(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "neurondeploy.cli", "train", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_bad_local_runs_are_refused_in_one_line_before_anything_starts(tmp_path):
+    spec = (REPO / "templates" / "tiny-lm-train-local.yaml").read_text()
+    missing_script = tmp_path / "missing.yaml"
+    missing_script.write_text(spec.replace("source_dir: training", "source_dir: nowhere"))
+    result = _train(str(missing_script), "--local", "--work-dir", str(tmp_path / "w"))
+    assert result.returncode == 9 and "entry_point" in result.stderr and "does not exist" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "w").exists()
+
+    s3_only = tmp_path / "s3only.yaml"
+    s3_only.write_text(spec.replace("source_dir: training", f"source_dir: {REPO / 'templates' / 'training'}")
+                       .replace("    local_path: training/data\n", ""))
+    result = _train(str(s3_only), "--local")
+    assert result.returncode == 9 and "inputs.train.local_path" in result.stderr
+
+    result = _train(str(REPO / "templates" / "tiny-lm-train-local.yaml"), "--local", "--hp", "max_steps")
+    assert result.returncode == 1 and "is not KEY=VALUE" in result.stderr
+
+    result = _train(str(REPO / "templates" / "tiny-lm-train-local.yaml"), "--local", "--hp", "tensor_parallel_size=2")
+    assert result.returncode == 3 and "set by neurondeploy from the spec" in result.stderr
+
+    result = _train(str(REPO / "templates" / "minilm-local.yaml"), "--local")
+    assert result.returncode == 1 and "inference spec" in result.stderr
