@@ -1,25 +1,36 @@
 """Apply and destroy: desired resources (from the plan's builders) against state, through the transport.
 
 Reconcile: a resource recorded complete with the same create requests is left alone (no call at all); one
-recorded half-way resumes at its next request; one whose requests changed is replaced, with everything that
-depends on it; one no longer desired is deleted. Deletes go first, dependents before what they depend on;
-creates follow in dependency order, independent branches in parallel. State is written after every request,
-so a failed apply keeps (and records) what it made and the next apply finishes the job; ``rollback`` instead
-deletes what this apply created.
+recorded half-way resumes at its next request; one no longer desired is deleted. One whose requests changed
+(:func:`~neurondeploy.infra.resources.content_hash`) is, by its ``identity``:
+
+- updated in place when its identity stayed and it has ``update`` requests (a SageMaker endpoint moved to a new
+  endpoint config): its dependents stay; progress is kept in its outputs under ``_update``, so a failed update
+  resumes at the request that failed;
+- made anew beside the old object when its identity changed and it is ``create_before_delete`` (blue/green):
+  the old record is *retired* (renamed ``<name>~<hash>`` in state) and deleted only after every create and
+  update of the apply succeeded — a failed apply keeps it, and a later apply whose spec wants it back restores it;
+- otherwise replaced: deleted first, with everything that depends on it, and created again.
+
+Deletes go first, dependents before what they depend on; creates and updates follow in dependency order,
+independent branches in parallel; retired objects go last. State is written after every request, so a failed
+apply keeps (and records) what it made and the next apply finishes the job; ``rollback`` instead deletes what
+this apply created (unless an in-place update already moved something onto it).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.infra.refs import resolve
-from neurondeploy.infra.resources import Request, Resource, creation_order, extract_outputs
+from neurondeploy.infra.resources import (
+    Request, Resource, content_hash, creation_order, extract_outputs, identity_digest, recorded_identity,
+)
 from neurondeploy.infra.state import DeploymentState, ResourceState, StateStore
 from neurondeploy.infra.transport import AwsCallError, AwsTransport, is_mutating
 
@@ -30,6 +41,8 @@ NOT_FOUND_CODES = ("NotFound", "NoSuchEntity", "NoSuchHostedZone", "ResourceNotF
 NOT_FOUND_MESSAGES = ("not found", "does not exist", "could not find", "cannot find")
 RETRY_ON_DELETE = ("DependencyViolation", "ResourceInUse", "InvalidRouteTableID", "ScalingActivityInProgress")
 OUTPUT_RETRIES = 10  # ACM fills in DNS validation records a few seconds after RequestCertificate
+RETIRED = "~"  # state name of a blue/green resource's previous object: <name>~<its create hash>
+UPDATE_PROGRESS = "_update"  # outputs key of an in-place update under way: {"hash": new content hash, "done": n}
 
 
 class ApplyFailed(NeurondeployError):
@@ -41,12 +54,72 @@ class ApplyResult:
     created: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)  # in place (same identity)
     seconds: float = 0.0
 
 
-def requests_hash(requests: tuple[Request, ...]) -> str:
-    text = json.dumps([[r.service, r.operation, r.params] for r in requests], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+@dataclass
+class Reconcile:
+    """What an apply does to recorded resources before creating what is missing."""
+
+    doomed: list[str] = field(default_factory=list)  # delete first: no longer desired, or replaced
+    retire: list[str] = field(default_factory=list)  # blue/green: keep until the apply is done, then delete
+    update: list[str] = field(default_factory=list)  # in place
+
+
+def reconcile(before: DeploymentState | None, ordered: list[Resource]) -> Reconcile:
+    """Classify recorded resources against the desired ones (``ordered``: dependencies first); module doc."""
+    plan = Reconcile()
+    if before is None:
+        return plan
+    recorded = {n: r for n, r in before.resources.items() if not is_retired(n)}
+    desired = {r.name for r in ordered}
+    replaced: set[str] = set()  # deleted first: everything depending on it must go first and follow
+    retired: set[str] = set()  # a new object beside the old one: what uses its ids (refs) must follow
+    for resource in ordered:
+        record = recorded.get(resource.name)
+        uses = {name for name, _ in resource.refs()}
+        under_replaced = any(dep in replaced for dep in resource.depends_on)  # goes first, so this goes before it
+        following = under_replaced or any(dep in retired and dep in uses for dep in resource.depends_on)
+        if record is None or (record.create_hash == content_hash(resource) and not following):
+            continue
+        same_identity = bool(resource.identity) and recorded_identity(record.create_hash) == identity_digest(resource.identity)
+        if under_replaced:
+            replaced.add(resource.name)
+        elif record.complete and same_identity and resource.update:
+            plan.update.append(resource.name)
+        elif record.complete and resource.create_before_delete and resource.identity and not same_identity:
+            plan.retire.append(resource.name)
+            retired.add(resource.name)
+        else:
+            replaced.add(resource.name)
+    doomed = {n for n in recorded if n not in desired} | replaced
+    plan.doomed = sorted(doomed, key=lambda n: -before.resources[n].sequence)
+    return plan
+
+
+def is_retired(name: str) -> bool:
+    return RETIRED in name
+
+
+def deletion_order(records: dict[str, ResourceState], names) -> list[ResourceState]:
+    """``names`` of ``records`` dependents first (by recorded dependencies, then newest first): an endpoint
+    updated in place keeps its old sequence while the config it now uses is newer."""
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen or name not in records:
+            return
+        seen.add(name)
+        for dependency in records[name].depends_on:
+            visit(dependency)
+        order.append(name)
+
+    for record in sorted(records.values(), key=lambda r: r.sequence):
+        visit(record.name)
+    wanted = set(names)
+    return [records[n] for n in reversed(order) if n in wanted]
 
 
 def _serialise(requests: tuple[Request, ...]) -> list[dict]:
@@ -82,42 +155,84 @@ class Executor:
             before = self.state.get(name)
             result = ApplyResult()
             ordered = creation_order(resources)
-            doomed = self._doomed(before, ordered)
-            self._delete(name, [before.resources[n] for n in doomed], before, result)
+            plan = reconcile(before, ordered)
+            self._delete(name, [before.resources[n] for n in plan.doomed], before, result)
+            self._retire(name, plan.retire)
+            self._restore(name, ordered)
             current = self.state.get(name)
             try:
-                self._create_all(name, ordered, current, result)
+                self._create_all(name, ordered, current, result, set(plan.update))
             except NeurondeployError:
                 if rollback:
-                    self.on_event("apply failed: rolling back what this apply created")
-                    after = self.state.get(name)
-                    mine = [after.resources[n] for n in result.created if n in after.resources]
-                    self._delete(name, mine, after, ApplyResult())
+                    self._rollback(name, result)
                 raise
+            after = self.state.get(name)
+            self._delete(name, [r for n, r in after.resources.items() if is_retired(n)], after, result)
             self.state.record_spec(name, spec_digest, spec_json)
         result.seconds = time.perf_counter() - started
         return result
 
-    def _doomed(self, before: DeploymentState | None, ordered: list[Resource]) -> list[str]:
-        """Recorded resources to delete first: no longer desired, or replaced (and their dependents)."""
-        if before is None:
-            return []
-        desired = {r.name: r for r in ordered}
-        doomed = {n for n in before.resources if n not in desired}
-        changed = {r.name for r in ordered if r.name in before.resources
-                   and before.resources[r.name].create_hash != requests_hash(r.create)}
-        for resource in ordered:  # dependency order: a dependent of anything replaced is replaced too
-            if resource.name in changed or any(dep in changed for dep in resource.depends_on):
-                changed.add(resource.name)
-        doomed |= {n for n in changed if n in before.resources}
-        return sorted(doomed, key=lambda n: -before.resources[n].sequence)
+    def _rollback(self, name: str, result: ApplyResult) -> None:
+        if result.updated:  # something in place already uses what this apply created: deleting it would break it
+            self.on_event(f"apply failed after updating {', '.join(result.updated)} in place: not rolled back; "
+                          "run apply again to finish")
+            return
+        self.on_event("apply failed: rolling back what this apply created")
+        after = self.state.get(name)
+        self._delete(name, [after.resources[n] for n in result.created if n in after.resources], after, ApplyResult())
+        after = self.state.get(name)
+        for retired in sorted((r for n, r in after.resources.items() if is_retired(n)), key=lambda r: r.sequence):
+            base = retired.name.split(RETIRED, 1)[0]
+            if base not in after.resources:  # the previous object is current again
+                retired.depends_on = [d.split(RETIRED, 1)[0] for d in retired.depends_on]
+                self._rename(name, retired, base, {})
+                after.resources[base] = retired
+
+    def _retire(self, name: str, names: list[str]) -> None:
+        """Blue/green: move the records of ``names`` aside (``<name>~<hash>``) with their deletes resolved, so
+        their new objects can be recorded under the names while the old ones live on until the apply is done."""
+        if not names:
+            return
+        deployment = self.state.get(name)
+        outputs = self._outputs(deployment)
+        renamed = {n: f"{n}{RETIRED}{deployment.resources[n].create_hash.rsplit(':', 1)[-1][:8]}" for n in names}
+        for old in names:
+            record = deployment.resources[old]
+            self.on_event(f"keeping {old} ({record.type}) until its successor is in use")
+            record.delete_requests = [_resolved(request, outputs) for request in record.delete_requests]
+            self._rename(name, record, renamed[old], renamed)
+
+    def _restore(self, name: str, ordered: list[Resource]) -> None:
+        """A retired object the spec wants again (a failed update followed by going back): current again."""
+        deployment = self.state.get(name)
+        if deployment is None:
+            return
+        for resource in ordered:
+            if resource.name in deployment.resources or not resource.identity:
+                continue
+            wanted = content_hash(resource)
+            for record in list(deployment.resources.values()):
+                if is_retired(record.name) and record.name.split(RETIRED, 1)[0] == resource.name \
+                        and record.create_hash == wanted and record.complete:
+                    self.on_event(f"restoring {resource.name} ({resource.type}): the spec wants it again")
+                    record.depends_on = list(resource.depends_on)
+                    self._rename(name, record, resource.name, {})
+                    break
+
+    def _rename(self, deployment: str, record: ResourceState, new_name: str, renamed: dict[str, str]) -> None:
+        old = record.name
+        record.name = new_name
+        record.depends_on = [renamed.get(d, d) for d in record.depends_on]
+        self.state.put_resource(deployment, record)  # written before the old row goes: a crash leaves both
+        self.state.remove_resource(deployment, old)
 
     def _outputs(self, deployment: DeploymentState) -> dict[tuple[str, str], Any]:
         return {(r.name, attr): value for r in deployment.resources.values() for attr, value in r.outputs.items()}
 
-    def _create_all(self, name: str, ordered: list[Resource], current: DeploymentState, result: ApplyResult) -> None:
+    def _create_all(self, name: str, ordered: list[Resource], current: DeploymentState, result: ApplyResult,
+                    updates: set[str] = frozenset()) -> None:
         outputs = self._outputs(current)
-        done = {n for n, r in current.resources.items() if r.complete}
+        done = {n for n, r in current.resources.items() if r.complete and n not in updates}
         result.unchanged += [r.name for r in ordered if r.name in done]
         pending = [r for r in ordered if r.name not in done]
         running: dict[Future, Resource] = {}
@@ -127,7 +242,8 @@ class Executor:
                 for resource in [r for r in pending if all(d in done for d in r.depends_on)][: self.workers - len(running)]:
                     pending.remove(resource)
                     recorded = current.resources.get(resource.name)
-                    running[pool.submit(self._create, name, resource, recorded, outputs)] = resource
+                    step = self._update if resource.name in updates else self._create
+                    running[pool.submit(step, name, resource, recorded, outputs)] = resource
                 if not running:
                     raise ApplyFailed(f"cannot order {[r.name for r in pending]}", "this is a bug in the resource builders")
                 finished, _ = wait(running, return_when=FIRST_EXCEPTION)
@@ -137,10 +253,11 @@ class Executor:
                         failure = failure or future.exception()
                         continue
                     done.add(resource.name)
-                    result.created.append(resource.name)
+                    (result.updated if resource.name in updates else result.created).append(resource.name)
             for future in list(running):  # let siblings already sent finish and be recorded
                 if future.exception() is None:
-                    result.created.append(running[future].name)
+                    name_done = running[future].name
+                    (result.updated if name_done in updates else result.created).append(name_done)
         if failure is not None:
             raise failure
 
@@ -148,7 +265,7 @@ class Executor:
                 outputs: dict[tuple[str, str], Any]) -> None:
         start = recorded.completed if recorded else 0
         own = dict(recorded.outputs) if recorded else {}
-        record = ResourceState(resource.name, resource.type, own, start, len(resource.create), requests_hash(resource.create),
+        record = ResourceState(resource.name, resource.type, own, start, len(resource.create), content_hash(resource),
                                _serialise(resource.delete), list(resource.depends_on), resource.taggable, time.time(),
                                recorded.sequence if recorded else -1, list(recorded.create_requests) if recorded else [])
         verb = "resuming" if start else "creating"
@@ -171,6 +288,53 @@ class Executor:
                 wait_params = resolve(request.wait.params, {**outputs, **{(resource.name, k): v for k, v in own.items()}})
                 self.transport.wait(request.wait.service or request.service, request.wait.waiter, wait_params)
 
+    def _update(self, deployment: str, resource: Resource, recorded: ResourceState,
+                outputs: dict[tuple[str, str], Any]) -> None:
+        """Send ``resource.update`` to the recorded object, then record it as made by the new create requests.
+        A request with a wait waits before too (an object mid-change refuses another change) and counts as done
+        only once its wait passed, so a re-apply after a failure re-sends it. A request whose ``expect`` fails
+        (AWS rolled the change back) starts the update over on the next apply."""
+        wanted = content_hash(resource)
+        own = {k: v for k, v in recorded.outputs.items() if k != UPDATE_PROGRESS}
+        progress = recorded.outputs.get(UPDATE_PROGRESS) or {}
+        start = progress.get("done", 0) if progress.get("hash") == wanted else 0
+        self.on_event(f"{'resuming the update of' if start else 'updating'} {resource.name} ({resource.type}) in place")
+        for index in range(start, len(resource.update)):
+            request = resource.update[index]
+            params = self._resolve(resource, request.params, _values(outputs, resource.name, own))
+            if request.wait is not None:
+                self._wait(request, _values(outputs, resource.name, own))
+            try:
+                response = self._call_with_outputs(resource, request, params)
+            except ApplyFailed:
+                if request.expect:
+                    recorded.outputs = own
+                    self.state.put_resource(deployment, recorded)
+                raise
+            own.update(response)
+            for attr, value in response.items():
+                outputs[(resource.name, attr)] = value
+            if request.wait is not None:
+                self._wait(request, _values(outputs, resource.name, own))
+            recorded.outputs = {**own, UPDATE_PROGRESS: {"hash": wanted, "done": index + 1}}
+            self.state.put_resource(deployment, recorded)
+        values = _values(outputs, resource.name, own)
+        recorded.outputs, recorded.create_hash = own, wanted
+        recorded.completed = recorded.total = len(resource.create)
+        recorded.delete_requests, recorded.depends_on = _serialise(resource.delete), list(resource.depends_on)
+        recorded.create_requests = [{"service": r.service, "operation": r.operation, "params": _resolved_params(r.params, values)}
+                                    for r in resource.create]
+        self.state.put_resource(deployment, recorded)
+
+    def _resolve(self, resource: Resource, params: dict, values: dict) -> dict:
+        try:
+            return resolve(params, values)
+        except KeyError as exc:
+            raise ApplyFailed(f"{resource.name}: {exc}", "this is a bug in the resource builders") from None
+
+    def _wait(self, request: Request, values: dict) -> None:
+        self.transport.wait(request.wait.service or request.service, request.wait.waiter, resolve(request.wait.params, values))
+
     def _call_with_outputs(self, resource: Resource, request: Request, params: dict) -> dict[str, Any]:
         attempts = OUTPUT_RETRIES if not is_mutating(request.operation) and request.outputs else 1
         for attempt in range(attempts):
@@ -179,6 +343,7 @@ class Executor:
             except AwsCallError as exc:
                 raise ApplyFailed(f"{resource.name} ({resource.type}): {exc.message}",
                                   exc.hint or "fix the cause and run apply again: it resumes where it stopped") from exc
+            _check_expected(resource, request, response)
             values = extract_outputs(request, response)
             if all(value is not None for value in values.values()) or attempt == attempts - 1:
                 return {k: v for k, v in values.items() if v is not None}
@@ -191,7 +356,7 @@ class Executor:
         if not doomed or deployment is None:
             return
         outputs = self._outputs(deployment)
-        for resource in sorted(doomed, key=lambda r: -r.sequence):  # dependents were created after what they use
+        for resource in deletion_order({**deployment.resources, **{r.name: r for r in doomed}}, [r.name for r in doomed]):
             if resource.completed:
                 self.on_event(f"deleting {resource.name} ({resource.type})")
                 for request in resource.delete_requests:
@@ -235,3 +400,34 @@ class Executor:
             deployment = self.state.get(name)
             self._delete(name, list(deployment.resources.values()), deployment, result)
         return result
+
+
+def _values(outputs: dict, name: str, own: dict) -> dict:
+    return {**outputs, **{(name, k): v for k, v in own.items()}}
+
+
+def _resolved(request: dict, outputs: dict) -> dict:
+    """A recorded delete request with its refs resolved where state knows them (kept as is where not)."""
+    resolved = dict(request)
+    resolved["params"] = _resolved_params(request.get("params", {}), outputs)
+    if request.get("wait"):
+        resolved["wait"] = {**request["wait"], "params": _resolved_params(request["wait"].get("params", {}), outputs)}
+    return resolved
+
+
+def _resolved_params(params: Any, outputs: dict) -> Any:
+    try:
+        return resolve(params, outputs)
+    except KeyError:
+        return params
+
+
+def _check_expected(resource: Resource, request: Request, response: dict) -> None:
+    import jmespath
+
+    for path, value in request.expect.items():
+        found = jmespath.search(path, response)
+        if found != value:
+            raise ApplyFailed(f"{resource.name} ({resource.type}): {request.operation} shows {path} = {found!r}, "
+                              f"expected {value!r}", "AWS did not take the change (look for a failure reason on the "
+                              "resource); fix the cause and run apply again")

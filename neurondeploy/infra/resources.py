@@ -10,11 +10,17 @@ Contract with the executor:
 - an output whose expression finds nothing (ACM fills in validation records a few seconds after
   RequestCertificate) means "not ready": retry that read-only request with backoff before failing;
 - destroy in reverse order, sending ``delete`` requests (refs resolved from the outputs kept in state);
-- resources whose type ends in ``-lookup`` only read (AMI id, AZs, account): they have no delete and no tags.
+- resources whose type ends in ``-lookup`` only read (AMI id, AZs, account): they have no delete and no tags;
+- a recorded resource whose create requests changed (see :func:`content_hash`) is reconciled by its
+  ``identity``: the same identity and ``update`` requests given -> updated in place (dependents untouched); a
+  new identity and ``create_before_delete`` -> the new object is made beside the old one, which is deleted once
+  the apply is done (blue/green: SageMaker models and endpoint configs, whose names carry their content hash);
+  otherwise -> deleted first and re-created, with everything that depends on it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -52,6 +58,8 @@ class Request:
     params: dict  # exactly the kwargs boto3 gets
     outputs: dict[str, str] = field(default_factory=dict)  # attribute -> JMESPath into the response
     wait: Wait | None = None
+    # JMESPath into the response -> the value it must have, else the request failed (an update AWS rolled back)
+    expect: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,11 @@ class Resource:
     taggable: bool = True  # False for Route 53 records (ownership TXT record instead), lookups, associations
     hourly_usd: float | None = None  # non-instance infrastructure only; the planner prices instances itself
     description: str = ""
+    # Literal values naming the AWS object and what cannot change in place (names, never refs). Empty: unknown,
+    # so any change replaces it (delete first, then create).
+    identity: tuple[str, ...] = ()
+    update: tuple[Request, ...] = ()  # bring the object with the same identity to the new create requests' content
+    create_before_delete: bool = False  # a new identity can exist beside the old one: make it first (blue/green)
 
     @property
     def is_lookup(self) -> bool:
@@ -75,8 +88,31 @@ class Resource:
 
     def refs(self) -> set[tuple[str, str]]:
         """Every ``(resource, attribute)`` its requests and waits use, its own outputs included."""
-        parts = [(r.params, r.wait.params if r.wait else {}) for r in self.create + self.delete]
+        parts = [(r.params, r.wait.params if r.wait else {}) for r in self.create + self.delete + self.update]
         return find_refs(parts)
+
+
+def requests_hash(requests: Iterable[Request]) -> str:
+    text = json.dumps([[r.service, r.operation, r.params] for r in requests], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def content_hash(resource: Resource) -> str:
+    """What state records to tell a changed resource: the hash of its create requests, prefixed with a digest of
+    its identity when it declares one (``<identity>:<requests>``), so reconcile can tell "same object, new
+    content" (update in place) from "another object" (blue/green or replace)."""
+    if not resource.identity:
+        return requests_hash(resource.create)
+    return f"{identity_digest(resource.identity)}:{requests_hash(resource.create)}"
+
+
+def identity_digest(identity: Iterable[str]) -> str:
+    return hashlib.sha256(json.dumps(list(identity)).encode()).hexdigest()[:16]
+
+
+def recorded_identity(create_hash: str) -> str | None:
+    """The identity digest of a recorded :func:`content_hash`; None for a resource recorded without one."""
+    return create_hash.split(":", 1)[0] if ":" in create_hash else None
 
 
 @dataclass(frozen=True)
@@ -195,12 +231,15 @@ def s3_bucket_arn(uri: str, region: str) -> str:
 
 def resource(name: str, type: str, create: Iterable[Request], delete: Iterable[Request] = (), *,
              after: Iterable[str] = (), taggable: bool = True, hourly_usd: float | None = None,
-             description: str = "") -> Resource:
+             description: str = "", identity: Iterable[str] = (), update: Iterable[Request] = (),
+             create_before_delete: bool = False) -> Resource:
     """A Resource whose ``depends_on`` is every other resource its refs name, plus ``after`` (order only)."""
-    create, delete = tuple(create), tuple(delete)
-    draft = Resource(name, type, create, delete, (), taggable, hourly_usd, description)
+    draft = Resource(name, type, tuple(create), tuple(delete), (), taggable, hourly_usd, description, tuple(identity),
+                     tuple(update), create_before_delete)
+    if any(find_refs(value) for value in draft.identity):
+        raise ValueError(f"{name}: identity must be literal values, not refs")
     needed = {res for res, _ in draft.refs() if res != name} | set(after)
-    return Resource(name, type, create, delete, tuple(sorted(needed)), taggable, hourly_usd, description)
+    return dataclasses.replace(draft, depends_on=tuple(sorted(needed)))
 
 
 def lookup(name: str, type: str, request: Request, description: str) -> Resource:

@@ -105,7 +105,8 @@ def create_model_request(spec, ctx: PlanContext) -> dict:
     params = {"PrimaryContainer": container, "ExecutionRoleArn": execution_role_arn(spec)}
     if vpc_config(spec):
         params["VpcConfig"] = vpc_config(spec)
-    return {"ModelName": aws_name(spec, "model-" + content_suffix(params), NAME_MAX), **params, "Tags": _tags(spec)}
+    tags = _tags(spec)  # in the hash too: a new name for any change, so blue/green never reuses a name
+    return {"ModelName": aws_name(spec, "model-" + content_suffix({**params, "Tags": tags}), NAME_MAX), **params, "Tags": tags}
 
 
 def endpoint_volume_gib(spec, ctx: PlanContext) -> int | None:
@@ -139,12 +140,23 @@ def create_endpoint_config_request(spec, ctx: PlanContext) -> dict:
     if volume is not None:
         variant["VolumeSizeInGB"] = volume
     params = {"ProductionVariants": [variant]}
-    return {"EndpointConfigName": aws_name(spec, "config-" + content_suffix(params), NAME_MAX), **params, "Tags": _tags(spec)}
+    tags = _tags(spec)
+    return {"EndpointConfigName": aws_name(spec, "config-" + content_suffix({**params, "Tags": tags}), NAME_MAX),
+            **params, "Tags": tags}
 
 
 def create_endpoint_request(spec, ctx: PlanContext) -> dict:
     return {"EndpointName": aws_name(spec, "", NAME_MAX),
             "EndpointConfigName": create_endpoint_config_request(spec, ctx)["EndpointConfigName"], "Tags": _tags(spec)}
+
+
+def update_endpoint_request(spec, ctx: PlanContext) -> dict:
+    """Blue/green: SageMaker starts the new config's instances, shifts traffic once they pass the health check,
+    then stops the old ones. Under autoscaling the variant's instance count belongs to the scaling policy, so
+    it is kept (RetainAllVariantProperties) rather than reset to InitialInstanceCount."""
+    return {"EndpointName": create_endpoint_request(spec, ctx)["EndpointName"],
+            "EndpointConfigName": create_endpoint_config_request(spec, ctx)["EndpointConfigName"],
+            "RetainAllVariantProperties": bool(spec.deployment.autoscaling)}
 
 
 def scaling_resource_id(spec) -> str:

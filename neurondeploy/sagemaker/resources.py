@@ -55,33 +55,62 @@ def endpoint_resources(spec, ctx: PlanContext) -> list[Resource]:
     model = rq.create_model_request(spec, ctx)
     config = rq.create_endpoint_config_request(spec, ctx)
     endpoint = rq.create_endpoint_request(spec, ctx)
-    name = endpoint["EndpointName"]
+    variant = config["ProductionVariants"][0]
     resources += [
+        # Models and configs are immutable and named by their content: a change makes new ones beside the old,
+        # which go once the endpoint has moved (blue/green).
         resource("model", "sagemaker:model", [Request("sagemaker", "CreateModel", model, {"ModelArn": "ModelArn"})],
                  [Request("sagemaker", "DeleteModel", {"ModelName": model["ModelName"]})],
-                 description=f"Model {model['ModelName']}: {model['PrimaryContainer']['Image']}"),
+                 description=f"Model {model['ModelName']}: {model['PrimaryContainer']['Image']}",
+                 identity=[model["ModelName"]], create_before_delete=True),
         resource("endpoint-config", "sagemaker:endpoint-config",
                  [Request("sagemaker", "CreateEndpointConfig", config, {"EndpointConfigArn": "EndpointConfigArn"})],
                  [Request("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": config["EndpointConfigName"]})],
-                 after=["model"], description=f"{config['ProductionVariants'][0]['InitialInstanceCount']} × "
-                 f"{config['ProductionVariants'][0]['InstanceType']}"),
-        resource("endpoint", "sagemaker:endpoint", [
-            Request("sagemaker", "CreateEndpoint", endpoint, {"EndpointArn": "EndpointArn"},
-                    Wait("EndpointInService", {"EndpointName": name}))],
-            [Request("sagemaker", "DeleteEndpoint", {"EndpointName": name}, wait=Wait("EndpointDeleted", {"EndpointName": name}))],
-            after=["endpoint-config"], description=f"Real-time endpoint {name}"),
+                 after=["model"], description=f"{variant['InitialInstanceCount']} × {variant['InstanceType']}",
+                 identity=[config["EndpointConfigName"]], create_before_delete=True),
+        endpoint_resource(spec, ctx, endpoint),
     ]
     if spec.deployment.autoscaling:
-        target = rq.register_scalable_target_request(spec)
-        resources.append(resource("endpoint-scaling", "application-autoscaling:scalable-target", [
-            Request("application-autoscaling", "RegisterScalableTarget", target, {"ScalableTargetARN": "ScalableTargetARN"}),
-            Request("application-autoscaling", "PutScalingPolicy", rq.put_scaling_policy_request(spec), {"PolicyARN": "PolicyARN"}),
-        ], [Request("application-autoscaling", "DeregisterScalableTarget",  # removes its policies too
-                    {k: target[k] for k in ("ServiceNamespace", "ResourceId", "ScalableDimension")})],
-            after=["endpoint"],  # the variant must exist (InService) to be registered
-            description=f"{target['MinCapacity']}-{target['MaxCapacity']} instances, target tracking on "
-                        "SageMakerVariantInvocationsPerInstance"))
+        resources.append(endpoint_scaling_resource(spec, variant["InstanceType"]))
     return with_lookups(resources)
+
+
+def endpoint_resource(spec, ctx: PlanContext, endpoint: dict) -> Resource:
+    """The endpoint; a changed config is rolled out in place with UpdateEndpoint (same ARN, no downtime), checked
+    afterwards: a failed update leaves SageMaker InService on the old config, which must then stay."""
+    name = endpoint["EndpointName"]
+    update = rq.update_endpoint_request(spec, ctx)
+    in_service = Wait("EndpointInService", {"EndpointName": name})
+    return resource("endpoint", "sagemaker:endpoint", [
+        Request("sagemaker", "CreateEndpoint", endpoint, {"EndpointArn": "EndpointArn"}, in_service)],
+        [Request("sagemaker", "DeleteEndpoint", {"EndpointName": name}, wait=Wait("EndpointDeleted", {"EndpointName": name}))],
+        after=["endpoint-config"], description=f"Real-time endpoint {name}", identity=[name], update=[
+            Request("sagemaker", "UpdateEndpoint", update, {"EndpointArn": "EndpointArn"}, in_service),
+            Request("sagemaker", "DescribeEndpoint", {"EndpointName": name},
+                    expect={"EndpointConfigName": update["EndpointConfigName"]})])
+
+
+def endpoint_scaling_resource(spec, instance_type: str) -> Resource:
+    """Scalable target + target-tracking policy. RegisterScalableTarget and PutScalingPolicy update what exists,
+    so new capacities are sent in place. The variant's instance type is part of its identity: SageMaker refuses an
+    UpdateEndpoint that changes the type of a registered variant, so such a change deregisters it first (the
+    executor deletes replaced resources before updates) and registers it again after the endpoint moved."""
+    target = rq.register_scalable_target_request(spec)
+    policy = Request("application-autoscaling", "PutScalingPolicy", rq.put_scaling_policy_request(spec), {"PolicyARN": "PolicyARN"})
+    key = {k: target[k] for k in ("ServiceNamespace", "ResourceId", "ScalableDimension")}
+    return resource("endpoint-scaling", "application-autoscaling:scalable-target", [
+        Request("application-autoscaling", "RegisterScalableTarget", target, {"ScalableTargetARN": "ScalableTargetARN"}), policy],
+        # Deregistering removes the target's policies on AWS (not in moto 5.2.5); SageMaker's guide deletes them
+        # first, so do both: an already missing policy counts as deleted.
+        [Request("application-autoscaling", "DeleteScalingPolicy",
+                 {k: policy.params[k] for k in ("PolicyName", "ServiceNamespace", "ResourceId", "ScalableDimension")}),
+         Request("application-autoscaling", "DeregisterScalableTarget", key)],
+        after=["endpoint"],  # the variant must exist (InService) to be registered
+        description=f"{target['MinCapacity']}-{target['MaxCapacity']} instances, target tracking on "
+                    "SageMakerVariantInvocationsPerInstance",
+        identity=[target["ResourceId"], target["ScalableDimension"], instance_type],
+        update=[Request("application-autoscaling", "RegisterScalableTarget",  # tags stay as created
+                        {k: v for k, v in target.items() if k != "Tags"}), policy])
 
 
 def training_job_resources(spec, ctx: PlanContext) -> list[Resource]:
