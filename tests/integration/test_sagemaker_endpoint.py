@@ -1,0 +1,431 @@
+"""SageMaker real-time endpoints on ml.inf2 (apply / re-apply / destroy) and blue/green updates, against a real
+moto server over HTTP.
+
+Emulator gaps (moto 5.2.5) patched in the ``sagemaker_world`` fixture, test-only (the server runs in this
+process, so patching moto's classes reaches it; product code never knows):
+
+- ``CreateEndpointConfig`` checks instance types against an old hard-coded list without ``ml.inf2.*``: the check
+  uses botocore's own ``ProductionVariantInstanceType`` enum instead;
+- ``UpdateEndpoint`` is not implemented: a small one moves the endpoint to the new config (keeping the variant
+  counts with ``RetainAllVariantProperties``), refuses an endpoint that is not InService, and, as SageMaker does,
+  refuses to change the instance type of a variant that is still an Application Auto Scaling target.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.infra.apply import apply_spec
+from neurondeploy.infra.deployment import plan_context
+from neurondeploy.infra.destroy import destroy
+from neurondeploy.infra.drift import drift
+from neurondeploy.infra.executor import RETIRED, UPDATE_PROGRESS, ApplyFailed, Executor
+from neurondeploy.infra.request_validation import check_request
+from neurondeploy.infra.state import StateStore
+from neurondeploy.infra.sweep import find_leftovers
+from neurondeploy.infra.transport import AwsCallError, AwsTransport
+from neurondeploy.sagemaker import requests as rq
+from neurondeploy.sagemaker.resources import endpoint_resources
+from neurondeploy.specs import parse_spec
+
+from . import test_apply
+from .test_apply import REPO, FaultyTransport, transport
+
+artifact = test_apply.artifact  # the small compiled artifact fixture (module scope), shared with the EC2 tests
+
+pytestmark = pytest.mark.integration
+MINILM = REPO / "templates" / "minilm-sagemaker.yaml"
+VLLM = REPO / "templates" / "llama3-8b-vllm-sagemaker.yaml"
+ACCOUNT = "123456789012"  # moto's
+ARTIFACT_URI = f"s3://neurondeploy-{ACCOUNT}-us-east-1/minilm-embed/artifact/model.tar.gz"
+
+
+# --- the emulator ------------------------------------------------------------------------------------------------
+
+
+def _botocore_instance_types() -> list[str]:
+    from botocore.session import get_session
+
+    model = get_session().get_service_model("sagemaker")
+    return list(model.shape_for("ProductionVariantInstanceType").enum)
+
+
+def _update_endpoint(self):
+    """moto gap: SageMaker UpdateEndpoint (see the module doc)."""
+    from moto.applicationautoscaling.models import applicationautoscaling_backends
+    from moto.core.responses import ActionResult
+    from moto.sagemaker.exceptions import ValidationError
+
+    backend = self.sagemaker_backend
+    name, config_name = self._get_param("EndpointName"), self._get_param("EndpointConfigName")
+    endpoint = backend.endpoints.get(name)
+    if endpoint is None:
+        raise ValidationError(message=f"Could not find endpoint '{name}'.")
+    if endpoint.endpoint_status != "InService":
+        raise ValidationError(message=f"Cannot update in-progress endpoint '{name}'.")
+    config = backend.describe_endpoint_config(config_name)  # raises when it does not exist
+    old = backend.endpoint_configs.get(endpoint.endpoint_config_name)
+    old_types = {v["VariantName"]: v.get("InstanceType") for v in (old.production_variants if old else [])}
+    targets = applicationautoscaling_backends[backend.account_id][backend.region_name].targets
+    for variant in config["ProductionVariants"]:
+        resource_id = f"endpoint/{name}/variant/{variant['VariantName']}"
+        registered = any(resource_id in by_id for by_id in targets.values())
+        if registered and old_types.get(variant["VariantName"]) not in (None, variant.get("InstanceType")):
+            raise ValidationError(message=f"The variant {variant['VariantName']} is an autoscaling target: deregister "
+                                          "it before changing its instance type.")
+    counts = {v["VariantName"]: v.get("DesiredInstanceCount") for v in endpoint.production_variants}
+    endpoint.endpoint_config_name = config_name
+    endpoint.production_variants = endpoint._process_production_variants(config["ProductionVariants"])
+    if self._get_param("RetainAllVariantProperties"):
+        for variant in endpoint.production_variants:
+            if counts.get(variant["VariantName"]):
+                variant["CurrentInstanceCount"] = variant["DesiredInstanceCount"] = counts[variant["VariantName"]]
+    return ActionResult({"EndpointArn": endpoint.arn})
+
+
+@pytest.fixture
+def sagemaker_world(aws, monkeypatch):
+    from moto.sagemaker.exceptions import ValidationError
+    from moto.sagemaker.models import FakeEndpointConfig
+    from moto.sagemaker.responses import SageMakerResponse
+
+    allowed = _botocore_instance_types()
+    assert "ml.inf2.xlarge" in allowed and "ml.inf2.8xlarge" in allowed
+
+    def validate_instance_type(self, instance_type: str) -> None:
+        if instance_type not in allowed:
+            raise ValidationError(message=f"Value '{instance_type}' at 'instanceType' failed to satisfy constraint")
+
+    monkeypatch.setattr(FakeEndpointConfig, "validate_instance_type", validate_instance_type)
+    monkeypatch.setattr(SageMakerResponse, "update_endpoint", _update_endpoint, raising=False)
+    return aws
+
+
+# --- helpers -----------------------------------------------------------------------------------------------------
+
+
+def load(tmp_path, template, label: str = "v1", **replacements: str):
+    text = template.read_text()
+    for old, new in replacements.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / f"{template.stem}-{label}.yaml"
+    path.write_text(text)
+    return parse_spec(text, file=str(path), path=path)
+
+
+def apply(loaded, state, artifact_dir, t=None):
+    t = t or transport()
+    return apply_spec(loaded, transport=t, state=state, artifact_dir=artifact_dir), t
+
+
+def operations(t: AwsTransport) -> list[str]:
+    return [call.operation for call in t.mutating_calls()]
+
+
+class FailingOperation(AwsTransport):
+    """Refuses every call of one operation, as AWS would: nothing is sent."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__("us-east-1", wait_delay_s=1, wait_attempts=5)
+        self.operation = operation
+
+    def call(self, service, operation, params):
+        if operation == self.operation:
+            raise AwsCallError(f"{service}:{operation}: InjectedFault", code="InjectedFault")
+        return super().call(service, operation, params)
+
+
+class Live:
+    """What moto holds for the deployment."""
+
+    def __init__(self, aws, name: str) -> None:
+        self.sm, self.scaling, self.name = aws.client("sagemaker"), aws.client("application-autoscaling"), name
+
+    def models(self) -> set[str]:
+        return {m["ModelName"] for m in self.sm.list_models()["Models"]}
+
+    def configs(self) -> set[str]:
+        return {c["EndpointConfigName"] for c in self.sm.list_endpoint_configs()["EndpointConfigs"]}
+
+    def endpoints(self) -> set[str]:
+        return {e["EndpointName"] for e in self.sm.list_endpoints()["Endpoints"]}
+
+    def endpoint(self) -> dict:
+        return self.sm.describe_endpoint(EndpointName=self.name)
+
+    def targets(self) -> list[dict]:
+        return self.scaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"]
+
+    def policies(self) -> list[dict]:
+        return self.scaling.describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"]
+
+
+def expected(loaded, **context):
+    """The builders' requests for ``loaded`` with the context apply uses against moto's account."""
+    ctx = plan_context(loaded, account_id=ACCOUNT, **context)
+    spec = loaded.spec
+    return ctx, rq.create_model_request(spec, ctx), rq.create_endpoint_config_request(spec, ctx)
+
+
+def destroy_and_prove_empty(aws, state, name: str) -> None:
+    t = transport()
+    report = destroy(name, Executor(t, state), t, state)
+    assert report.remaining == [] and report.errors == []
+    live = Live(aws, name)
+    assert live.models() == live.configs() == live.endpoints() == set()
+    assert live.targets() == [] and live.policies() == []
+    assert find_leftovers(transport(), name) == []
+    assert state.get(name) is None
+
+
+def assert_converged(aws, state, loaded, **context) -> None:
+    """Exactly the builders' model, config and endpoint exist; state records them, complete, nothing retired."""
+    _, model, config = expected(loaded, **context)
+    live = Live(aws, loaded.spec.name)
+    assert live.models() == {model["ModelName"]}
+    assert live.configs() == {config["EndpointConfigName"]}
+    endpoint = live.endpoint()
+    assert endpoint["EndpointConfigName"] == config["EndpointConfigName"] and endpoint["EndpointStatus"] == "InService"
+    recorded = state.get(loaded.spec.name)
+    assert not [n for n in recorded.resources if RETIRED in n]
+    assert all(r.complete and UPDATE_PROGRESS not in r.outputs for r in recorded.resources.values())
+    assert recorded.resources["endpoint"].outputs["EndpointArn"] == endpoint["EndpointArn"]
+    assert drift(loaded.spec.name, transport(), state) == []
+
+
+# --- apply / re-apply / destroy ----------------------------------------------------------------------------------
+
+
+def test_inf2_endpoint_with_our_container_applied_reapplied_and_destroyed(sagemaker_world, artifact, tmp_path):
+    aws = sagemaker_world
+    loaded = load(tmp_path, MINILM)
+    state = StateStore(tmp_path / "state.db")
+    result, _ = apply(loaded, state, artifact)
+    assert {"execution-role", "model", "endpoint-config", "endpoint", "endpoint-scaling"} <= set(result.created)
+
+    ctx, model_request, config_request = expected(loaded, artifact_s3_uri=ARTIFACT_URI)
+    live = Live(aws, "minilm-embed")
+    model = live.sm.describe_model(ModelName=model_request["ModelName"])
+    container = model["PrimaryContainer"]
+    assert container["Image"] == f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/neurondeploy-serving:" + container["Image"].rsplit(":", 1)[1]
+    assert container["Image"] == model_request["PrimaryContainer"]["Image"]
+    assert container["ModelDataUrl"] == ARTIFACT_URI
+    assert container["Environment"]["NEURONDEPLOY_TASK"] == "feature-extraction"
+    assert container["Environment"] == rq.model_environment(loaded.spec, ctx)
+    assert model["ExecutionRoleArn"] == state.get("minilm-embed").resources["execution-role"].outputs["Arn"]
+
+    config = live.sm.describe_endpoint_config(EndpointConfigName=config_request["EndpointConfigName"])
+    variant = config["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.inf2.xlarge" and variant["InitialInstanceCount"] == 1
+    assert variant["ModelName"] == model_request["ModelName"]
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 600 and variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
+    assert variant["VolumeSizeInGB"] == rq.endpoint_volume_gib(loaded.spec, ctx) == 30  # MiniLM: 3 × 0.09 GiB -> the floor
+
+    endpoint = live.endpoint()
+    assert endpoint["EndpointConfigName"] == config_request["EndpointConfigName"] and endpoint["EndpointStatus"] == "InService"
+    assert live.endpoints() == {"minilm-embed"}
+    (target,) = live.targets()
+    assert target["ResourceId"] == "endpoint/minilm-embed/variant/AllTraffic"
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (1, 4)
+    assert target["ScalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
+    (policy,) = live.policies()
+    tracking = policy["TargetTrackingScalingPolicyConfiguration"]
+    assert policy["PolicyType"] == "TargetTrackingScaling" and tracking["TargetValue"] == 3000.0
+    assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "SageMakerVariantInvocationsPerInstance"
+
+    again, second = apply(loaded, state, artifact)
+    assert operations(second) == [] and again.created == again.updated == again.deleted == []
+    assert drift("minilm-embed", transport(), state) == []
+    destroy_and_prove_empty(aws, state, "minilm-embed")
+
+
+def test_vllm_endpoint_applied_reapplied_and_destroyed(sagemaker_world, tmp_path):
+    aws = sagemaker_world
+    loaded = load(tmp_path, VLLM)
+    state = StateStore(tmp_path / "state.db")
+    _, first = apply(loaded, state, None)
+    assert "PutObject" not in operations(first)  # the container loads the model from the Hub: no artifact
+
+    ctx, model_request, config_request = expected(loaded)
+    live = Live(aws, "llama3-8b")
+    container = live.sm.describe_model(ModelName=model_request["ModelName"])["PrimaryContainer"]
+    assert "ModelDataUrl" not in container
+    assert container["Image"] == model_request["PrimaryContainer"]["Image"] and "neuronx" in container["Image"]
+    assert container["Environment"] == {
+        "SM_ON_MODEL": "meta-llama/Llama-3.1-8B-Instruct", "SM_ON_TENSOR_PARALLEL_SIZE": "2", "SM_ON_BATCH_SIZE": "4",
+        "SM_ON_SEQUENCE_LENGTH": "4096", "SM_ON_PORT": "8080"}
+    variant = live.sm.describe_endpoint_config(EndpointConfigName=config_request["EndpointConfigName"])["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.inf2.8xlarge" and variant["InitialInstanceCount"] == 1
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 3600 and variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 3600
+    assert variant["VolumeSizeInGB"] == rq.endpoint_volume_gib(loaded.spec, ctx) == 128
+    assert live.endpoint()["EndpointConfigName"] == config_request["EndpointConfigName"]
+    assert live.targets() == []  # no autoscaling in this template
+
+    again, second = apply(loaded, state, None)
+    assert operations(second) == [] and again.created == []
+    destroy_and_prove_empty(aws, state, "llama3-8b")
+
+
+# --- blue/green updates ------------------------------------------------------------------------------------------
+
+V2 = {"instance_count: 1": "instance_count: 2", "health_check_timeout_s: 600": "health_check_timeout_s: 900",
+      "max_batch_delay_ms: 5": "max_batch_delay_ms: 8"}  # count, timeout and the container's environment
+
+
+class Versions:
+    """v1 of the Inf2 template applied (state in tmp_path), v2 (:data:`V2`) ready to apply."""
+
+    def __init__(self, aws, tmp_path, artifact_dir) -> None:
+        self.v1, self.v2 = load(tmp_path, MINILM), load(tmp_path, MINILM, "v2", **V2)
+        self.state = StateStore(tmp_path / "state.db")
+        apply(self.v1, self.state, artifact_dir)
+        self.live = Live(aws, "minilm-embed")
+        self.arn, self.config = self.live.endpoint()["EndpointArn"], self.live.endpoint()["EndpointConfigName"]
+
+
+@pytest.fixture
+def versions(sagemaker_world, tmp_path, artifact) -> Versions:
+    return Versions(sagemaker_world, tmp_path, artifact)
+
+
+def test_every_update_request_passes_strict_validation(tmp_path):
+    loaded = load(tmp_path, MINILM)
+    updates = [r for resource in endpoint_resources(loaded.spec, plan_context(loaded, account_id=ACCOUNT))
+               for r in resource.update]
+    assert {r.operation for r in updates} == {"UpdateEndpoint", "DescribeEndpoint", "RegisterScalableTarget", "PutScalingPolicy"}
+    for request in updates:
+        check_request(request.service, request.operation, request.params)  # raises when refused
+
+
+def test_a_changed_spec_updates_the_endpoint_in_place_then_removes_the_old_model_and_config(versions, sagemaker_world, artifact):
+    aws, v2, state, live, arn = sagemaker_world, versions.v2, versions.state, versions.live, versions.arn
+    (old_model,), (old_config,) = live.models(), live.configs()
+
+    result, t = apply(v2, state, artifact)
+    sent = operations(t)
+    assert "DeleteEndpoint" not in sent and "CreateEndpoint" not in sent
+    assert result.updated == ["endpoint"] and set(result.created) == {"model", "endpoint-config"}
+    # blue/green order: new model and config, the endpoint moved to them, only then the old ones deleted
+    assert sent.index("CreateModel") < sent.index("CreateEndpointConfig") < sent.index("UpdateEndpoint") \
+        < sent.index("DeleteEndpointConfig") < sent.index("DeleteModel")
+    # the instance type stayed: the scaling target is not touched (it keeps the count it chose)
+    assert not {"DeregisterScalableTarget", "RegisterScalableTarget", "PutScalingPolicy"} & set(sent)
+    assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
+    assert live.endpoint()["EndpointArn"] == arn
+    assert old_model not in live.models() and old_config not in live.configs()
+    config = live.sm.describe_endpoint_config(EndpointConfigName=live.endpoint()["EndpointConfigName"])
+    assert config["ProductionVariants"][0]["InitialInstanceCount"] == 2
+    assert config["ProductionVariants"][0]["ContainerStartupHealthCheckTimeoutInSeconds"] == 900
+    model = live.sm.describe_model(ModelName=config["ProductionVariants"][0]["ModelName"])
+    assert '"max_batch_delay_ms":8' in model["PrimaryContainer"]["Environment"]["NEURONDEPLOY_SERVING"]
+    assert len(live.targets()) == 1 and len(live.policies()) == 1
+
+    again, t = apply(v2, state, artifact)
+    assert operations(t) == [] and again.updated == again.created == []
+    destroy_and_prove_empty(aws, state, "minilm-embed")
+
+
+def test_a_new_instance_type_deregisters_autoscaling_before_the_update_and_registers_it_after(sagemaker_world, artifact, tmp_path):
+    aws = sagemaker_world
+    v1 = load(tmp_path, MINILM)
+    v2 = load(tmp_path, MINILM, "v2", **{"instance_type: ml.inf2.xlarge": "instance_type: ml.inf2.8xlarge"})
+    state = StateStore(tmp_path / "state.db")
+    apply(v1, state, artifact)
+    arn = Live(aws, "minilm-embed").endpoint()["EndpointArn"]
+    _, t = apply(v2, state, artifact)
+    sent = operations(t)
+    # the emulator refuses a type change under a registered target, as SageMaker does: the order is needed
+    assert sent.index("DeregisterScalableTarget") < sent.index("UpdateEndpoint") < sent.index("RegisterScalableTarget") \
+        < sent.index("PutScalingPolicy")
+    assert "DeleteEndpoint" not in sent
+    live = Live(aws, "minilm-embed")
+    assert live.endpoint()["EndpointArn"] == arn
+    assert live.sm.describe_endpoint_config(EndpointConfigName=live.endpoint()["EndpointConfigName"])[
+        "ProductionVariants"][0]["InstanceType"] == "ml.inf2.8xlarge"
+    assert len(live.targets()) == 1 and len(live.policies()) == 1
+    assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
+
+    # new capacities only: RegisterScalableTarget updates the target in place, nothing else moves
+    v3 = load(tmp_path, MINILM, "v3", **{"instance_type: ml.inf2.xlarge": "instance_type: ml.inf2.8xlarge",
+                                         "max_instances: 4": "max_instances: 6"})
+    result, t = apply(v3, state, artifact)
+    assert operations(t) == ["RegisterScalableTarget", "PutScalingPolicy"] and result.updated == ["endpoint-scaling"]
+    assert live.targets()[0]["MaxCapacity"] == 6
+    _, t = apply(v3, state, artifact)
+    assert operations(t) == []
+    assert drift("minilm-embed", transport(), state) == []
+    destroy_and_prove_empty(aws, state, "minilm-embed")
+
+
+def test_a_failed_update_keeps_the_old_config_serving_and_a_reapply_converges(versions, sagemaker_world, artifact):
+    aws, v2, state, live = sagemaker_world, versions.v2, versions.state, versions.live
+    arn, old_config = versions.arn, versions.config
+
+    with pytest.raises(ApplyFailed, match="InjectedFault"):
+        apply(v2, state, artifact, t=FailingOperation("UpdateEndpoint"))
+    # the endpoint still serves v1, whose model and config are kept (retired in state) next to v2's
+    assert live.endpoint()["EndpointConfigName"] == old_config
+    assert len(live.models()) == len(live.configs()) == 2
+    assert sorted(n.split(RETIRED)[0] for n in state.get("minilm-embed").resources if RETIRED in n) == ["endpoint-config", "model"]
+
+    result, t = apply(v2, state, artifact)
+    assert operations(t) == ["UpdateEndpoint", "DeleteEndpointConfig", "DeleteModel"] and result.updated == ["endpoint"]
+    assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
+    assert live.endpoint()["EndpointArn"] == arn
+    destroy_and_prove_empty(aws, state, "minilm-embed")
+
+
+def test_going_back_after_a_failed_update_restores_the_old_objects_instead_of_recreating_them(versions, sagemaker_world, artifact):
+    aws, v1, v2, state = sagemaker_world, versions.v1, versions.v2, versions.state
+    with pytest.raises(ApplyFailed):
+        apply(v2, state, artifact, t=FailingOperation("UpdateEndpoint"))
+    _, t = apply(v1, state, artifact)  # v2's model and config go; v1's are current again, not made anew
+    assert "CreateModel" not in operations(t) and "UpdateEndpoint" not in operations(t)
+    assert "DeleteEndpoint" not in operations(t)
+    assert_converged(aws, state, v1, artifact_s3_uri=ARTIFACT_URI)
+    destroy_and_prove_empty(aws, state, "minilm-embed")
+
+
+def test_an_update_sagemaker_rolls_back_is_not_taken_for_done(versions, sagemaker_world, artifact, monkeypatch):
+    """SageMaker ends a failed update InService on the old config; the check after the wait sees it, and the
+    old model and config (still serving) are kept."""
+    from moto.core.responses import ActionResult
+    from moto.sagemaker.responses import SageMakerResponse
+
+    aws, v2, state, live, old_config = sagemaker_world, versions.v2, versions.state, versions.live, versions.config
+    monkeypatch.setattr(SageMakerResponse, "update_endpoint",
+                        lambda self: ActionResult({"EndpointArn": self.sagemaker_backend.endpoints["minilm-embed"].arn}))
+    with pytest.raises(ApplyFailed, match="EndpointConfigName"):
+        apply(v2, state, artifact)
+    assert live.endpoint()["EndpointConfigName"] == old_config and old_config in live.configs()
+    assert len(live.models()) == 2
+    monkeypatch.setattr(SageMakerResponse, "update_endpoint", _update_endpoint)
+    apply(v2, state, artifact)
+    assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
+    destroy_and_prove_empty(aws, state, "minilm-embed")
+
+
+def test_failing_any_mutating_call_of_an_update_then_reapplying_converges(sagemaker_world, artifact, tmp_path):
+    aws = sagemaker_world
+    v1, v2 = load(tmp_path, MINILM), load(tmp_path, MINILM, "v2", **V2)
+    reference = StateStore(tmp_path / "reference.db")
+    apply(v1, reference, artifact)
+    _, t = apply(v2, reference, artifact)
+    total = len(t.mutating_calls())
+    assert total >= 5
+    destroy_and_prove_empty(aws, reference, "minilm-embed")
+    for k in range(1, total + 1):
+        state = StateStore(tmp_path / f"state-{k}.db")
+        apply(v1, state, artifact)
+        arn = Live(aws, "minilm-embed").endpoint()["EndpointArn"]
+        with pytest.raises(NeurondeployError, match="InjectedFault"):
+            apply(v2, state, artifact, t=FaultyTransport("us-east-1", k))
+        _, t = apply(v2, state, artifact)
+        assert "DeleteEndpoint" not in operations(t), f"k={k}"
+        assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
+        assert Live(aws, "minilm-embed").endpoint()["EndpointArn"] == arn, f"k={k}"
+        _, t = apply(v2, state, artifact)
+        assert operations(t) == [], f"k={k}"
+        destroy_and_prove_empty(aws, state, "minilm-embed")
