@@ -36,6 +36,9 @@ class Finding:
         return " ".join(text.split())
 
 
+REFERENCE_SCRIPT_MARKER = "neurondeploy reference training script"  # first line of templates/training/train.py
+
+
 def error(field: str, message: str, hint: str | None = None) -> Finding:
     return Finding("error", field, message, hint)
 
@@ -268,8 +271,15 @@ def check_model_source(loaded: LoadedSpec) -> Iterable[Finding]:
     spec = loaded.spec
     if isinstance(spec, TrainingSpec):
         source = loaded.base_dir / spec.source_dir
-        if not (source / spec.entry_point).is_file():
-            yield warning("entry_point", f"{source / spec.entry_point} does not exist here", "fix the path before `train` uploads source_dir")
+        script = source / spec.entry_point
+        if not script.is_file():
+            yield warning("entry_point", f"{script} does not exist here", "fix the path before `train` uploads source_dir")
+        elif (spec.distribution.tensor_parallel > 1 or spec.distribution.pipeline_parallel > 1) \
+                and REFERENCE_SCRIPT_MARKER in script.read_text(errors="replace")[:200]:
+            yield warning("distribution", "the reference training script runs tensor/pipeline parallel only with "
+                          "`train --local` (DTensor and torch pipelining on CPU); on Trainium it does data parallel "
+                          "and stops at start when TP or PP > 1",
+                          "check the layout with --local, then use an NxD Training (neuronx_distributed) script on Trn1")
         return
     if spec.model.path:
         path = resolve_model_path(loaded)

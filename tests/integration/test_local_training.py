@@ -84,19 +84,20 @@ def _checkpoints(work: Path) -> list[int]:
 
 
 def kill_run_hard(process: subprocess.Popen, work: Path) -> None:
-    """SIGKILL the launcher, torchrun and every worker at once, like a lost machine: nobody gets to checkpoint.
+    """SIGKILL every worker, torchrun and the launcher, like a lost machine: nobody gets to checkpoint.
     (torchrun runs in a session of its own, so it and the workers are found by their environment.)"""
     marker = f"NEURONDEPLOY_CHECKPOINT_DIR={work / 'checkpoints'}".encode()
-    pids = [process.pid]
+    pids = []
     for proc in Path("/proc").iterdir():
         try:
             if proc.name.isdigit() and marker in (proc / "environ").read_bytes().split(b"\0"):
                 pids.append(int(proc.name))
         except OSError:
             continue
-    assert len(pids) >= 4, pids  # launcher, torchrun, 2 workers
+    assert len(pids) >= 3, pids  # torchrun and 2 workers
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
+    os.kill(process.pid, signal.SIGKILL)  # last: its death would send torchrun SIGTERM (PDEATHSIG), a graceful stop
     process.wait()
 
 

@@ -76,3 +76,18 @@ def test_bad_local_runs_are_refused_in_one_line_before_anything_starts(tmp_path)
 
     result = _train(str(REPO / "templates" / "minilm-local.yaml"), "--local")
     assert result.returncode == 1 and "inference spec" in result.stderr
+
+
+def test_validate_warns_that_the_reference_script_does_tp_and_pp_only_locally(tmp_path):
+    from neurondeploy.planner.checks import run_checks
+
+    multinode = load_spec(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml")  # TP=8 with the reference script
+    assert [f.field for f in run_checks(multinode) if "reference training script" in f.message] == ["distribution"]
+    assert not [f for f in run_checks(load_spec(REPO / "templates" / "tiny-lm-train-local.yaml"))
+                if "reference training script" in f.message]  # data parallel: fine on Trainium too
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "train.py").write_text("# my NxD Training script\n")
+    spec = (REPO / "templates" / "llama-pretrain-trn1-multinode.yaml").read_text().replace("source_dir: training", f"source_dir: {own}")
+    (tmp_path / "spec.yaml").write_text(spec)
+    assert not [f for f in run_checks(load_spec(tmp_path / "spec.yaml")) if "reference training script" in f.message]
