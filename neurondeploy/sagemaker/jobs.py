@@ -115,7 +115,11 @@ def describe_job(transport: AwsTransport, job_name: str) -> dict | None:
     try:
         return transport.call("sagemaker", "DescribeTrainingJob", {"TrainingJobName": job_name})
     except AwsCallError as exc:
-        if exc.code == "ValidationException" and "could not find" in exc.message.lower():
+        # SageMaker says ValidationException "Requested resource not found" (moto: "Could not find ...");
+        # its service model lists ResourceNotFound.
+        message = exc.message.lower()
+        if exc.code == "ResourceNotFound" or (exc.code == "ValidationException" and
+                                              ("not found" in message or "could not find" in message)):
             return None
         raise
 

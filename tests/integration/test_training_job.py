@@ -329,6 +329,8 @@ def test_logs_prints_every_host_and_follows_until_the_job_ends(spec_file, tmp_pa
                                                     "[algo-1] a3 last line"]
     assert run("logs", "nope", state=state) == 1
     assert "pass --region" in capsys.readouterr().err
+    assert run("logs", "nope", "--region", "us-east-1", state=state) == 1
+    assert capsys.readouterr().err.strip() == "error: no training job nope in us-east-1 (fix: check the name and --region)"
 
 
 def test_stop_stops_a_running_job_and_refuses_a_finished_one(spec_file, tmp_path, aws, sim, capsys):
