@@ -201,7 +201,9 @@ def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameter
             job = describe_job(transport, previous)
             status = job["TrainingJobStatus"] if job else "gone"
             if status in RUNNING:
-                on_event(f"job {previous} of {spec.name} is still {status}: attaching to it instead of starting another")
+                on_event(f"job {previous} of {spec.name} is still {status}: attaching to it instead of starting another"
+                         + (" (it keeps its own settings: this spec and --hp apply to the next run)"
+                            if hyperparameters or deployment.spec_digest != loaded.digest else ""))
                 return StartedJob(spec.name, previous, attached=True)
             # A finished job can be neither stopped nor deleted: forget it so the executor does not try.
             state.remove_resource(spec.name, JOB_RESOURCE)
