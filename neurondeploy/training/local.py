@@ -234,7 +234,9 @@ def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work
                 interrupted = True
                 say("stopping: the script finishes its step and checkpoints (Ctrl-C again kills it); "
                     "run the same command again to resume")
-                threading.Timer(STOP_GRACE_S, _kill_if_running, (process,)).start()
+                deadline = threading.Timer(STOP_GRACE_S, _kill_if_running, (process,))
+                deadline.daemon = True  # must not keep us alive once torchrun has exited
+                deadline.start()
                 process.send_signal(signal.SIGTERM)
         result.exit_code = 130 if interrupted else process.wait()
     finally:
