@@ -21,9 +21,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from neurondeploy.errors import NeurondeployError, SpecError
+from neurondeploy.errors import NeurondeployError
 from neurondeploy.infra.transport import AwsCallError, AwsTransport
 from neurondeploy.sagemaker.logs import LOG_GROUP, LogTailer
+from neurondeploy.training.entry import source_directory, with_overrides
 
 EXIT_JOB_FAILED = 9  # the job ended Failed (its FailureReason is printed); as a failed script in train --local
 EXIT_JOB_STOPPED = 10  # the job ended Stopped (by `neurondeploy stop`, the console, or MaxRuntime/MaxWait)
@@ -43,42 +44,6 @@ class TrainingJobError(NeurondeployError):
 
 def new_run_id(now: datetime | None = None) -> str:
     return (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M%S")
-
-
-def parse_override(value: Any) -> Any:
-    """``--hp`` values as a SageMaker SDK user writes them: numbers and booleans are JSON, anything else a string
-    (the CLI may have decoded them already; lists, objects and null stay as their JSON text)."""
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return value
-        return parsed if isinstance(parsed, (bool, int, float, str)) else value
-    return value if isinstance(value, (bool, int, float)) else json.dumps(value)
-
-
-def with_overrides(loaded, overrides: dict[str, Any]):
-    """The loaded spec with ``--hp`` overrides merged into its hyperparameters."""
-    if not overrides:
-        return loaded
-    from neurondeploy.specs.training import TrainingSpec
-
-    merged = {**loaded.spec.hyperparameters, **{key: parse_override(value) for key, value in overrides.items()}}
-    try:
-        TrainingSpec._hyperparameters(merged)
-    except ValueError as exc:
-        raise SpecError(f"--hp: {exc}", "e.g. --hp max_steps=20") from None
-    return dataclasses.replace(loaded, spec=loaded.spec.model_copy(update={"hyperparameters": merged}))
-
-
-def source_directory(loaded) -> Path:
-    """The spec's source_dir (relative to the spec file), refused unless it holds the entry point."""
-    spec = loaded.spec
-    directory = (loaded.base_dir / spec.source_dir).resolve()
-    if not (directory / spec.entry_point).is_file():
-        raise SpecError(f"{loaded.source.file}: entry_point {spec.entry_point} is not in source_dir {directory}",
-                        "fix source_dir (relative to the spec file) or entry_point")
-    return directory
 
 
 def recorded_job_name(deployment) -> str | None:

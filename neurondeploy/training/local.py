@@ -25,6 +25,7 @@ from neurondeploy.errors import NeurondeployError
 from neurondeploy.infra.resources import PlanContext
 from neurondeploy.sagemaker.requests import training_environment, training_hyperparameters
 from neurondeploy.specs import LoadedSpec
+from neurondeploy.training.entry import source_directory, with_overrides
 
 HOST = "algo-1"  # SageMaker's name for the first (here: only) host
 CHECKPOINT_PREFIX = "step_"
@@ -144,15 +145,6 @@ def completed_checkpoints(directory: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX):]))
 
 
-def _entry_script(loaded: LoadedSpec) -> Path:
-    source = (loaded.base_dir / loaded.spec.source_dir).resolve()
-    script = source / loaded.spec.entry_point
-    if not script.is_file():
-        raise LocalTrainingError(f"entry_point {script} does not exist",
-                                 "set source_dir (relative to the spec file) and entry_point to your training script")
-    return script
-
-
 def _torchrun_available() -> None:
     import importlib.util
 
@@ -188,14 +180,12 @@ def _kill_if_running(process: subprocess.Popen) -> None:
 
 def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work_dir: Path | None = None,
                        hyperparameters: dict[str, object] | None = None, console=None) -> LocalTrainingResult:
-    if hyperparameters:
-        loaded = LoadedSpec(loaded.spec.model_copy(update={"hyperparameters": {**loaded.spec.hyperparameters, **hyperparameters}}),
-                            loaded.source, loaded.path, loaded.digest)
+    loaded = with_overrides(loaded, hyperparameters or {})
     spec = loaded.spec
     processes = processes or spec.local_processes
     if processes < 1:
         raise LocalTrainingError(f"--processes {processes} must be 1 or more", "e.g. --processes 2")
-    script = _entry_script(loaded)
+    script = source_directory(loaded) / spec.entry_point
     channels = channel_dirs(loaded)
     _torchrun_available()
     work_dir = (work_dir or Path(".neurondeploy") / "train" / spec.name).resolve()

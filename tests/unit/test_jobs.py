@@ -9,6 +9,7 @@ import pytest
 from neurondeploy.sagemaker import jobs
 from neurondeploy.sagemaker.logs import host_of
 from neurondeploy.sagemaker.requests import NAME_MAX
+from neurondeploy.training.entry import parse_override
 
 
 def test_run_id_is_a_utc_timestamp_and_the_longest_job_name_fits():
@@ -21,7 +22,7 @@ def test_run_id_is_a_utc_timestamp_and_the_longest_job_name_fits():
     ("[1, 2]", "[1, 2]"), ("null", "null"), (20, 20), ([1, 2], "[1, 2]"), (None, "null"),
 ])
 def test_hp_values_are_typed_like_yaml_scalars(given, value):
-    assert jobs.parse_override(given) == value
+    assert parse_override(given) == value
 
 
 def test_host_is_the_stream_name_without_job_and_start_time():

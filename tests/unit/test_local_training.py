@@ -59,7 +59,7 @@ def test_bad_local_runs_are_refused_in_one_line_before_anything_starts(tmp_path)
     missing_script = tmp_path / "missing.yaml"
     missing_script.write_text(spec.replace("source_dir: training", "source_dir: nowhere"))
     result = _train(str(missing_script), "--local", "--work-dir", str(tmp_path / "w"))
-    assert result.returncode == 9 and "entry_point" in result.stderr and "does not exist" in result.stderr
+    assert result.returncode == 2 and "entry_point train.py is not in source_dir" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "w").exists()
 
     s3_only = tmp_path / "s3only.yaml"

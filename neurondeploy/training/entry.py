@@ -1,0 +1,46 @@
+"""What local and SageMaker training runs share about a spec: its entry script and ``--hp`` overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from neurondeploy.errors import SpecError
+
+
+def parse_override(value: Any) -> Any:
+    """``--hp`` values as a SageMaker SDK user writes them: numbers and booleans are JSON, anything else a string
+    (the CLI may have decoded them already; lists, objects and null stay as their JSON text)."""
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        return parsed if isinstance(parsed, (bool, int, float, str)) else value
+    return value if isinstance(value, (bool, int, float)) else json.dumps(value)
+
+
+def with_overrides(loaded, overrides: dict[str, Any]):
+    """The loaded spec with ``--hp`` overrides merged into its hyperparameters."""
+    if not overrides:
+        return loaded
+    from neurondeploy.specs.training import TrainingSpec
+
+    merged = {**loaded.spec.hyperparameters, **{key: parse_override(value) for key, value in overrides.items()}}
+    try:
+        TrainingSpec._hyperparameters(merged)
+    except ValueError as exc:
+        raise SpecError(f"--hp: {exc}", "e.g. --hp max_steps=20") from None
+    return dataclasses.replace(loaded, spec=loaded.spec.model_copy(update={"hyperparameters": merged}))
+
+
+def source_directory(loaded) -> Path:
+    """The spec's source_dir (relative to the spec file), refused unless it holds the entry point."""
+    spec = loaded.spec
+    directory = (loaded.base_dir / spec.source_dir).resolve()
+    if not (directory / spec.entry_point).is_file():
+        raise SpecError(f"{loaded.source.file}: entry_point {spec.entry_point} is not in source_dir {directory}",
+                        "fix source_dir (relative to the spec file) or entry_point")
+    return directory
