@@ -32,11 +32,21 @@ class ApplyError(NeurondeployError):
     exit_code = 6
 
 
+# Never part of an upload: caches, version control, and local runs' work directories.
+SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".neurondeploy", ".ipynb_checkpoints", ".pytest_cache"})
+
+
+def packed_files(directory: Path) -> list[Path]:
+    """The files an upload of ``directory`` holds, sorted (reproducible archives and digests)."""
+    return sorted(p for p in directory.rglob("*") if p.is_file()
+                  and not SKIPPED_NAMES.intersection(p.relative_to(directory).parts) and p.suffix != ".pyc")
+
+
 def artifact_digest(directory: Path) -> str:
     """sha256 over every file's path and contents: decides whether the object in S3 is current, without
     packing (compiled modules barely compress, and packing gigabytes takes far longer than hashing them)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+    for path in packed_files(directory):
         file_digest = hashlib.sha256()
         with path.open("rb") as handle:
             while chunk := handle.read(1 << 20):
@@ -51,7 +61,7 @@ def pack_artifact(directory: Path) -> bytes:
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, compresslevel=1) as compressed:
         with tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as archive:
-            for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+            for path in packed_files(directory):
                 info = tarfile.TarInfo(str(path.relative_to(directory)))
                 info.size, info.mode, info.mtime = path.stat().st_size, 0o644, 0
                 with path.open("rb") as handle:
