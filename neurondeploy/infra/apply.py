@@ -8,14 +8,11 @@ Everything idempotent: a second apply of an unchanged spec sends no mutating cal
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import hashlib
-import io
-import tarfile
 from pathlib import Path
 from typing import Callable
 
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.infra.archive import artifact_digest, pack_artifact
 from neurondeploy.infra.deployment import deployment_resources, plan_context, shared_bucket_resource
 from neurondeploy.infra.executor import ApplyResult, Executor
 from neurondeploy.infra.resources import PlanContext, artifact_uri, split_s3
@@ -30,43 +27,6 @@ SHA256_METADATA = "neurondeploy-sha256"
 
 class ApplyError(NeurondeployError):
     exit_code = 6
-
-
-# Never part of an upload: caches, version control, and local runs' work directories.
-SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".neurondeploy", ".ipynb_checkpoints", ".pytest_cache"})
-
-
-def packed_files(directory: Path) -> list[Path]:
-    """The files an upload of ``directory`` holds, sorted (reproducible archives and digests)."""
-    return sorted(p for p in directory.rglob("*") if p.is_file()
-                  and not SKIPPED_NAMES.intersection(p.relative_to(directory).parts) and p.suffix != ".pyc")
-
-
-def artifact_digest(directory: Path) -> str:
-    """sha256 over every file's path and contents: decides whether the object in S3 is current, without
-    packing (compiled modules barely compress, and packing gigabytes takes far longer than hashing them)."""
-    digest = hashlib.sha256()
-    for path in packed_files(directory):
-        file_digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            while chunk := handle.read(1 << 20):
-                file_digest.update(chunk)
-        digest.update(f"{path.relative_to(directory)}\0{file_digest.hexdigest()}\0".encode())
-    return digest.hexdigest()
-
-
-def pack_artifact(directory: Path) -> bytes:
-    """A reproducible .tar.gz of an artifact directory (sorted, no owners, no times): same files, same bytes.
-    Fastest gzip level: TorchScript modules are zip archives of weights that hardly compress further."""
-    buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, compresslevel=1) as compressed:
-        with tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as archive:
-            for path in packed_files(directory):
-                info = tarfile.TarInfo(str(path.relative_to(directory)))
-                info.size, info.mode, info.mtime = path.stat().st_size, 0o644, 0
-                with path.open("rb") as handle:
-                    archive.addfile(info, handle)
-    return buffer.getvalue()
 
 
 def needs_artifact(loaded: LoadedSpec) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from neurondeploy.infra.archive import artifact_digest
 from neurondeploy.infra.certificate import certificate_arn, certificate_resource
 from neurondeploy.infra.compute import ami_resource, autoscaling_group_resource, launch_template_resource
 from neurondeploy.infra.dns import alias_record_resource, owner_record_resource, validation_record_resource
@@ -60,9 +61,17 @@ def ec2_inference_resources(spec, ctx: PlanContext) -> list[Resource]:
 def plan_context(loaded, **overrides) -> PlanContext:
     """The offline context for ``loaded``: run id from the spec's digest (an unchanged spec re-planned gets the
     same job name; pass ``run_id`` for a new run), model size from its architecture when known."""
-    values = {"run_id": loaded.digest[:8], "model_size_gib": _model_size_gib(loaded)}
+    values = {"run_id": loaded.digest[:8], "model_size_gib": _model_size_gib(loaded), "source_digest": _source_digest(loaded)}
     values.update(overrides)
     return dataclasses.replace(PlanContext(), **values)
+
+
+def _source_digest(loaded) -> str | None:
+    """Training source is uploaded content-addressed, so plan shows the object train will send."""
+    if loaded.spec.kind != "training":
+        return None
+    directory = loaded.base_dir / loaded.spec.source_dir
+    return artifact_digest(directory)[:16] if directory.is_dir() else None
 
 
 def _model_size_gib(loaded) -> float | None:

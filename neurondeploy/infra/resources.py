@@ -123,7 +123,8 @@ class PlanContext:
     account_id: str | None = None  # None: a `sts:caller-identity-lookup` resource and ${account.Account} refs
     bucket: str | None = None  # None: the shared bucket neurondeploy-<account>-<region>
     artifact_s3_uri: str | None = None  # compiled artifact (.tar.gz); None: s3://<bucket>/<name>/artifact/model.tar.gz
-    source_s3_uri: str | None = None  # training sourcedir.tar.gz; None: s3://<bucket>/<name>/source/<run_id>/...
+    source_s3_uri: str | None = None  # training source archive; None: s3://<bucket>/<name>/source/sourcedir-<digest>.tar.gz
+    source_digest: str | None = None  # of the packed source_dir: unchanged source, same object (and role prefix)
     serving_image_uri: str | None = None  # our serving container (container.kind neurondeploy on SageMaker)
     model_size_gib: float | None = None  # sizes SageMaker volumes when deployment.volume_gib is empty
     availability_zones: tuple[str, ...] = ()  # empty: the AZs offering the instance type, looked up at apply
@@ -194,7 +195,8 @@ def artifact_uri(spec, ctx: PlanContext) -> str:
 
 
 def source_uri(spec, ctx: PlanContext) -> str:
-    return ctx.source_s3_uri or f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/source/{ctx.run_id}/sourcedir.tar.gz"
+    archive = f"sourcedir-{ctx.source_digest or ctx.run_id}.tar.gz"
+    return ctx.source_s3_uri or f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/source/{archive}"
 
 
 _S3 = re.compile(r"^s3://([^/]+)/?(.*)$")

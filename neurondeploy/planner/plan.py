@@ -52,6 +52,7 @@ class Cost(BaseModel):
     hourly_usd: float | None
     items: list[CostItem]
     notes: list[str]
+    run_ceiling_usd: float | None = None  # training: hourly × max_runtime_s, where SageMaker stops the job
 
 
 class Plan(BaseModel):
@@ -111,7 +112,11 @@ def plan_cost(loaded: LoadedSpec, resources) -> Cost:
             items.append(CostItem(what=f"{resource.type} {resource.name}", hourly_usd=resource.hourly_usd,
                                   source=resource.description or "list price, us-east-1", confirmed=False))
     known = [item.hourly_usd for item in items if item.hourly_usd is not None]
-    return Cost(hourly_usd=round(sum(known), 4) if known else None, items=items, notes=notes)
+    hourly = round(sum(known), 4) if known else None
+    ceiling = None
+    if isinstance(spec, TrainingSpec) and hourly is not None:
+        ceiling = round(hourly * spec.max_runtime_s / 3600, 2)
+    return Cost(hourly_usd=hourly, items=items, notes=notes, run_ceiling_usd=ceiling)
 
 
 def build_plan(loaded: LoadedSpec) -> Plan:

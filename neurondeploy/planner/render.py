@@ -24,7 +24,11 @@ def render_plan(plan, console: Console) -> None:
             console.print(f"[red]refused offline[/]: {request.service}:{request.operation}: {problem}")
     cost = plan.cost
     total = f"${cost.hourly_usd:,.2f}/hour" if cost.hourly_usd is not None else "unknown"
-    console.print(f"cost: [bold]{total}[/]" + (f" (about ${cost.hourly_usd * 730:,.0f}/month)" if cost.hourly_usd else ""))
+    if plan.kind == "training" and cost.run_ceiling_usd is not None:
+        extra = f" (${cost.run_ceiling_usd:,.0f} if a run lasts until max_runtime_s, where SageMaker stops it)"
+    else:
+        extra = f" (about ${cost.hourly_usd * 730:,.0f}/month)" if cost.hourly_usd else ""
+    console.print(f"cost: [bold]{total}[/]" + extra)
     for item in cost.items:
         price = f"${item.hourly_usd:,.4f}/h" if item.hourly_usd is not None else "price unknown"
         console.print(f"  {item.what}: {price}  [dim]{item.source}[/]")

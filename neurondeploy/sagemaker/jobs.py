@@ -32,7 +32,6 @@ EXIT_DETACHED = 130  # Ctrl-C while waiting: the job keeps running
 RUNNING = ("InProgress", "Stopping")
 FINISHED = ("Completed", "Failed", "Stopped")
 JOB_RESOURCE = "training-job"  # the resource name sagemaker.resources.training_job_resources gives the job
-SOURCE_ARCHIVE = "sourcedir-{digest}.tar.gz"
 
 
 class TrainingJobError(NeurondeployError):
@@ -129,10 +128,10 @@ def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameter
                        on_event: Callable[[str], None] | None = None) -> StartedJob:
     """Checks, then (unless a job of this deployment still runs) the shared bucket, the source archive and a
     new training job through the executor. Returns at once; :func:`wait_for_job` follows it."""
-    from neurondeploy.infra.apply import artifact_digest, ensure_bucket, upload_artifact
+    from neurondeploy.infra.apply import ensure_bucket, upload_artifact
     from neurondeploy.infra.deployment import plan_context
     from neurondeploy.infra.executor import Executor
-    from neurondeploy.infra.resources import bucket_name, source_uri
+    from neurondeploy.infra.resources import source_uri
     from neurondeploy.planner.checks import errors_of, run_checks
     from neurondeploy.planner.plan import PlanRefused
     from neurondeploy.sagemaker.requests import training_job_name
@@ -148,11 +147,9 @@ def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameter
     source = source_directory(loaded)
     on_event = on_event or (lambda message: None)
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
-    archive = SOURCE_ARCHIVE.format(digest=artifact_digest(source)[:16])
 
     def build(run_id: str):
         ctx = plan_context(loaded, account_id=account, run_id=run_id)
-        ctx = dataclasses.replace(ctx, source_s3_uri=f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/source/{archive}")
         return ctx, training_job_name(spec, ctx), training_job_resources(spec, ctx)
 
     build(new_run_id())  # pure: a spec the builders refuse stops here, before state or S3 is touched

@@ -6,7 +6,11 @@ import io
 import os
 import tarfile
 
-from neurondeploy.infra.apply import artifact_digest, pack_artifact
+from pathlib import Path
+
+from neurondeploy.infra.archive import artifact_digest, pack_artifact
+
+REPO = Path(__file__).parents[2]
 
 
 def names_in(archive: bytes) -> list[str]:
@@ -28,3 +32,17 @@ def test_archives_are_reproducible_and_skip_caches_vcs_and_local_run_directories
     assert names_in(first) == ["data/corpus.txt", "train.py"]
     (tmp_path / "train.py").write_text("print('changed')\n")
     assert artifact_digest(tmp_path) != digest
+
+
+def test_plan_shows_the_source_object_train_uploads():
+    """Content-addressed: the plan (offline) and `train` (which uploads) name the same object."""
+    import json
+
+    from neurondeploy.planner.plan import build_plan
+    from neurondeploy.specs import load_spec
+
+    plan = build_plan(load_spec(REPO / "templates" / "tiny-lm-train-local.yaml")).model_dump(mode="json")
+    jobs = [r for resource in plan["resources"] for r in resource["requests"] if r["operation"] == "CreateTrainingJob"]
+    submitted = json.loads(jobs[0]["params"]["HyperParameters"]["sagemaker_submit_directory"])
+    digest = artifact_digest(REPO / "templates" / "training")[:16]
+    assert submitted.endswith(f"/tiny-lm/source/sourcedir-{digest}.tar.gz")

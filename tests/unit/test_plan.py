@@ -80,3 +80,11 @@ def test_saved_plan_is_refused_once_the_spec_changes(tmp_path):
     saved.write_text("{not json")
     with pytest.raises(PlanError, match="not a neurondeploy plan"):
         load_saved_plan(saved, load_spec(spec))
+
+
+def test_a_training_plan_prices_a_whole_run_up_to_max_runtime():
+    plan = build_plan(load_spec(TEMPLATES[0].parent / "llama-pretrain-trn1-multinode.yaml"))
+    assert plan.cost.hourly_usd == pytest.approx(43.0, rel=0.01)  # 2 × trn1.32xlarge
+    assert plan.cost.run_ceiling_usd == pytest.approx(plan.cost.hourly_usd * 86400 / 3600, abs=0.01)
+    endpoint = build_plan(load_spec(TEMPLATES[0].parent / "minilm-sagemaker.yaml"))
+    assert endpoint.cost.run_ceiling_usd is None  # an endpoint has no end
