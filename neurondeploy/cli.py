@@ -229,9 +229,13 @@ def cmd_destroy(args) -> int:
     report = destroy(args.name, executor, transport, state)
     for leftover in report.remaining:
         console.print(f"[red]still present[/]: {leftover.type} {leftover.id} {leftover.detail}")
+    for problem in report.errors:
+        console.print(f"[red]failed[/]: {problem}")
     console.print(f"{args.name}: {len(report.deleted)} recorded resources deleted, {len(report.swept)} found by tag sweep and "
                   f"deleted, {len(report.remaining)} remaining")
-    return 0 if not report.remaining else 7
+    if report.errors and not report.remaining:
+        console.print("state keeps the deployment; run destroy again once the cause is fixed")
+    return 0 if report.clean else 7
 
 
 def cmd_status(args) -> int:

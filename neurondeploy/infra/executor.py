@@ -124,7 +124,8 @@ def deletion_order(records: dict[str, ResourceState], names) -> list[ResourceSta
 
 def _serialise(requests: tuple[Request, ...]) -> list[dict]:
     return [{"service": r.service, "operation": r.operation, "params": r.params,
-             "wait": None if r.wait is None else {"waiter": r.wait.waiter, "params": r.wait.params, "service": r.wait.service}}
+             "wait": None if r.wait is None else {"waiter": r.wait.waiter, "params": r.wait.params, "service": r.wait.service},
+             **({"done_if": list(r.done_if)} if r.done_if else {})}
             for r in requests]
 
 
@@ -374,7 +375,7 @@ class Executor:
                 self.transport.call(request["service"], request["operation"], params)
                 break
             except AwsCallError as exc:
-                if _not_found(exc):
+                if _not_found(exc) or any(fragment in exc.message for fragment in request.get("done_if", ())):
                     return
                 if exc.code in RETRY_ON_DELETE and attempt < self.delete_retries - 1:
                     time.sleep(self.delete_retry_s)  # e.g. network interfaces of a just-deleted ALB still hold the group

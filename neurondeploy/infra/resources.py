@@ -60,6 +60,8 @@ class Request:
     wait: Wait | None = None
     # JMESPath into the response -> the value it must have, else the request failed (an update AWS rolled back)
     expect: dict[str, Any] = field(default_factory=dict)
+    # Deletes only: fragments of a refusal message that mean nothing is left to do (a job that already finished)
+    done_if: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

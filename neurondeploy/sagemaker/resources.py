@@ -13,6 +13,8 @@ from neurondeploy.infra.resources import (
 from neurondeploy.sagemaker import requests as rq
 
 SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
+# StopTrainingJob on a finished job: "The request was rejected because the training job is in status Completed."
+FINISHED_JOB_REFUSAL = "training job is in status"
 
 
 def execution_role_resources(spec, statements: list[dict], what: str) -> list[Resource]:
@@ -130,7 +132,8 @@ def training_job_resources(spec, ctx: PlanContext) -> list[Resource]:
         Request("sagemaker", "CreateTrainingJob", job, {"TrainingJobArn": "TrainingJobArn"})],
         # Jobs cannot be deleted; stopping a finished one is refused, which destroy treats as done.
         [Request("sagemaker", "StopTrainingJob", {"TrainingJobName": name},
-                 wait=Wait("TrainingJobCompletedOrStopped", {"TrainingJobName": name}))],
+                 wait=Wait("TrainingJobCompletedOrStopped", {"TrainingJobName": name}),
+                 done_if=(FINISHED_JOB_REFUSAL,))],
         description=f"Training job {name}: {spec.instance_count} × ml.{spec.instance_type}"
                     + (", managed spot" if spec.spot.enabled else "")
                     + "; destroy stops it (SageMaker keeps job records, they cannot be deleted)"))

@@ -89,7 +89,9 @@ class SageMakerSim:
             if job is None:
                 raise ValidationError(message=f"Could not find training job '{name}'.")
             if job.training_job_status != "InProgress":
-                raise ValidationError(message=f"The training job {name} is not in progress: {job.training_job_status}")
+                # SageMaker's wording (see aws/sagemaker-python-sdk users' reports, e.g. awslabs/benchmark-ai#928)
+                raise ValidationError(message="The request was rejected because the training job is in status "
+                                              f"{job.training_job_status}.")
             job.training_job_status, job.secondary_status = "Stopping", "Stopping"
             _transition(job, "Stopping", "Stopping the training job")
             sim.scripts.setdefault(name, []).append(("Stopped", "Stopped", "Training job stopped", {}))
@@ -399,3 +401,14 @@ def test_the_execution_role_is_kept_across_runs(spec_file, tmp_path, aws, sim, c
     role_arn = after.resources["execution-role"].outputs["Arn"]
     assert recorded_request(state)["RoleArn"] == role_arn
     assert aws.client("iam").get_role(RoleName=role_arn.rsplit("/", 1)[-1])["Role"]["Arn"] == role_arn
+
+
+def test_destroy_of_a_finished_job_forgets_it_and_leaves_nothing(spec_file, tmp_path, aws, sim, capsys):
+    """A finished job cannot be stopped (SageMaker refuses) or deleted: destroy counts that as done."""
+    state = tmp_path / "state.db"
+    assert run("train", str(spec_file), state=state) == 0  # Completed at once
+    job_name = job_of(state)
+    assert run("destroy", NAME, state=state) == 0, capsys.readouterr().err
+    assert sim.stops == [job_name]  # asked once, refused as finished, counted as done
+    assert StateStore(state).get(NAME) is None
+    assert aws.client("sagemaker").describe_training_job(TrainingJobName=job_name)["TrainingJobStatus"] == "Completed"
