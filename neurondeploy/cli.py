@@ -180,7 +180,8 @@ def _state(args):
 def _transport(region: str, args):
     from neurondeploy.infra.transport import AwsTransport
 
-    return AwsTransport(region, wait_delay_s=args.wait_delay_s)
+    console = _console_err()
+    return AwsTransport(region, wait_delay_s=args.wait_delay_s, on_progress=lambda message: console.print(f"  {message}"))
 
 
 def _apply_cloud(args) -> int:

@@ -7,8 +7,9 @@ Every request is checked strictly against the botocore model before it is sent.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from neurondeploy.errors import NeurondeployError
 
@@ -16,6 +17,7 @@ READ_ONLY_PREFIXES = ("Describe", "Get", "List", "Head", "Lookup", "Search")
 # Waiters poll; against an emulator they succeed at once, against AWS they take their documented time.
 DEFAULT_WAIT_DELAY_S = 15
 DEFAULT_WAIT_ATTEMPTS = 120
+PROGRESS_EVERY_S = 60.0
 
 
 class AwsCallError(NeurondeployError):
@@ -45,6 +47,8 @@ class AwsTransport:
     max_attempts: int = 8
     wait_delay_s: int = DEFAULT_WAIT_DELAY_S
     wait_attempts: int = DEFAULT_WAIT_ATTEMPTS
+    on_progress: Callable[[str], None] | None = None  # hears about long waits
+    progress_every_s: float = PROGRESS_EVERY_S
     calls: list[Call] = field(default_factory=list)
     _clients: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -83,15 +87,31 @@ class AwsTransport:
         return response
 
     def wait(self, service: str, waiter: str, params: dict[str, Any]) -> None:
+        """A botocore waiter; while it polls, ``on_progress`` hears every PROGRESS_EVERY_S how long it has been
+        (an endpoint takes minutes). A failure carries the resource's own FailureReason when it has one."""
         from botocore import xform_name
         from botocore.exceptions import WaiterError
 
+        done = threading.Event()
+        started = time.monotonic()
+        subject = next((str(v) for v in params.values() if isinstance(v, str)), "")
+
+        def report() -> None:
+            while not done.wait(self.progress_every_s):
+                self.on_progress(f"waiting for {waiter} {subject}: {(time.monotonic() - started) / 60:.0f} min so far")
+
+        if self.on_progress is not None:
+            threading.Thread(target=report, daemon=True, name="wait-progress").start()
         try:
             self.client(service).get_waiter(xform_name(waiter)).wait(
                 **params, WaiterConfig={"Delay": self.wait_delay_s, "MaxAttempts": self.wait_attempts})
         except WaiterError as exc:
-            raise AwsCallError(f"{service}: waiting for {waiter} failed: {exc}",
+            reason = (exc.last_response or {}).get("FailureReason")
+            raise AwsCallError(f"{service}: waiting for {waiter} {subject} failed: "
+                               + (f"FailureReason: {reason}" if reason else str(exc)),
                                "look at the resource in the AWS console; re-run apply once it is fixed") from exc
+        finally:
+            done.set()
 
     def mutating_calls(self) -> list[Call]:
         return [call for call in self.calls if call.mutating]
