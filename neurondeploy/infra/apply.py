@@ -64,6 +64,30 @@ def upload_artifact(transport: AwsTransport, directory: Path, uri: str) -> bool:
     return True
 
 
+def check_serving_image(transport: AwsTransport, spec, ctx: PlanContext) -> None:
+    """An endpoint of our container needs our image in the account's ECR. SageMaker would only find out after
+    creating the endpoint (and failing it minutes later), so look first and say how to push it."""
+    from neurondeploy.sagemaker.requests import SERVING_REPOSITORY, container_image, default_serving_image
+
+    if not (isinstance(spec, InferenceSpec) and spec.deployment.platform == "sagemaker"
+            and spec.deployment.container.kind == "neurondeploy" and not spec.deployment.container.image_uri
+            and ctx.serving_image_uri is None):
+        return
+    image = container_image(spec, ctx)
+    assert image == default_serving_image(spec.region, ctx)
+    tag = image.rsplit(":", 1)[1]
+    try:
+        transport.call("ecr", "DescribeImages", {"repositoryName": SERVING_REPOSITORY, "imageIds": [{"imageTag": tag}]})
+    except AwsCallError as exc:
+        if exc.code not in ("RepositoryNotFoundException", "ImageNotFoundException"):
+            raise
+        registry = image.split("/", 1)[0]
+        raise ApplyError(f"the serving image {image} is not in ECR ({exc.code}); the endpoint would fail to start",
+                         f"docker build -f infra/serving/Dockerfile -t {image} . && aws ecr get-login-password --region "
+                         f"{spec.region} | docker login --username AWS --password-stdin {registry} && docker push {image} "
+                         "(create the repository first), or set deployment.container.image_uri") from None
+
+
 def apply_spec(loaded: LoadedSpec, *, transport: AwsTransport, state: StateStore, artifact_dir: Path | None = None,
                compile_artifact: Callable[[LoadedSpec], Path] | None = None, rollback: bool = False,
                parallel: bool = True, on_event: Callable[[str], None] | None = None,
@@ -77,6 +101,7 @@ def apply_spec(loaded: LoadedSpec, *, transport: AwsTransport, state: StateStore
     on_event = on_event or (lambda message: None)
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
     ctx = plan_context(loaded, account_id=account, **(context or {}))
+    check_serving_image(transport, spec, ctx)  # before any upload: a refused apply leaves nothing behind
     if needs_artifact(loaded):
         if artifact_dir is None:
             if compile_artifact is None:

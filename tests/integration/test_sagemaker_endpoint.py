@@ -13,10 +13,12 @@ process, so patching moto's classes reaches it; product code never knows):
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.infra.apply import apply_spec
+from neurondeploy.infra.apply import ApplyError, apply_spec
 from neurondeploy.infra.deployment import plan_context
 from neurondeploy.infra.destroy import destroy
 from neurondeploy.infra.drift import drift
@@ -99,7 +101,21 @@ def sagemaker_world(aws, monkeypatch):
 
     monkeypatch.setattr(FakeEndpointConfig, "validate_instance_type", validate_instance_type)
     monkeypatch.setattr(SageMakerResponse, "update_endpoint", _update_endpoint, raising=False)
+    push_serving_image(aws)
     return aws
+
+
+def push_serving_image(aws) -> None:
+    """What `docker push` of infra/serving's image leaves in the account's ECR (apply checks it is there)."""
+    from neurondeploy import __version__
+    from neurondeploy.sagemaker.requests import SERVING_REPOSITORY
+
+    ecr = aws.client("ecr")
+    ecr.create_repository(repositoryName=SERVING_REPOSITORY)
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 2,
+                           "digest": "sha256:" + "0" * 64}, "layers": []}
+    ecr.put_image(repositoryName=SERVING_REPOSITORY, imageManifest=json.dumps(manifest), imageTag=__version__)
 
 
 # --- helpers -----------------------------------------------------------------------------------------------------
@@ -429,3 +445,14 @@ def test_failing_any_mutating_call_of_an_update_then_reapplying_converges(sagema
         _, t = apply(v2, state, artifact)
         assert operations(t) == [], f"k={k}"
         destroy_and_prove_empty(aws, state, "minilm-embed")
+
+
+def test_apply_refuses_before_creating_anything_when_the_serving_image_is_not_in_ecr(aws, tmp_path, artifact):
+    """Without the image SageMaker would create the endpoint and fail it minutes later; apply says so first."""
+    loaded = load(tmp_path, MINILM)
+    with pytest.raises(ApplyError) as refused:
+        apply(loaded, StateStore(tmp_path / "state.db"), artifact)
+    assert "is not in ECR (RepositoryNotFoundException)" in refused.value.message
+    assert "docker push" in refused.value.hint and "deployment.container.image_uri" in refused.value.hint
+    assert aws.client("sagemaker").list_models()["Models"] == [] and StateStore(tmp_path / "state.db").names() == []
+    assert aws.client("s3").list_buckets()["Buckets"] == []  # not even the artifact was uploaded
