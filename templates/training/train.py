@@ -7,9 +7,10 @@ Start from it. It runs unchanged in three places:
   sharding), pipeline parallel is ``torch.distributed.pipelining`` (GPipe or 1F1B micro-batches). Verified here.
 * a SageMaker training job on ml.trn1 (``neurondeploy train SPEC``): the Neuron PyTorch training container
   runs it with torchrun, one process per NeuronCore. With torch-xla present the script trains on the XLA
-  device (``xla`` process group, ``xm.optimizer_step`` all-reducing gradients). NOT verified here (no Neuron
-  hardware); on Neuron this script does data parallel only, and refuses tensor/pipeline parallel: use
-  NxD Training (``neuronx_distributed``) for those on Trainium.
+  device (``xla`` process group, ``xm.reduce_gradients`` then the global-norm clip, ``xm.mark_step``,
+  ``xm.save``). That path was run here only against a CPU stand-in of torch_xla (tests/fixtures/fake_xla),
+  which proves the calls and the control flow, not Neuron: NOT run on Trainium. On Neuron this script does data
+  parallel only and refuses tensor/pipeline parallel: use NxD Training (``neuronx_distributed``) for those.
 * plain ``python train.py`` (one process).
 
 The SageMaker contract it reads: hyperparameters as ``--key value`` arguments, ``SM_CHANNEL_TRAIN`` (text
@@ -280,10 +281,11 @@ def clip_gradients(model, max_norm: float, rt: Runtime) -> float:
 def step_loss(local_loss: torch.Tensor, rt: Runtime) -> float:
     """The step's loss over the whole global batch: the mean of the data-parallel ranks' losses, counted once
     per data-parallel rank (from the last pipeline stage, first tensor rank)."""
-    if not dist.is_initialized() or rt.xla:
+    if not dist.is_initialized():
         return local_loss.item()
     counted = rt.pp_rank == rt.pp - 1 and rt.tp_rank == 0
-    value = (local_loss if counted else torch.zeros(())).reshape(1).double()
+    # float32 on the loss's device: the xla backend reduces device tensors, and NeuronCores have no float64.
+    value = (local_loss if counted else torch.zeros((), device=local_loss.device)).reshape(1).float()
     dist.all_reduce(value)
     return value.item() / rt.dp
 
@@ -467,15 +469,16 @@ def main(argv: list[str] | None = None) -> int:
         if rt.xla:
             import torch_xla.core.xla_model as xm
 
-            xm.optimizer_step(optimizer)  # all-reduces gradients over the replicas, then steps
-            xm.mark_step()
-            optimizer.zero_grad(set_to_none=True)
+            xm.reduce_gradients(optimizer)  # all-reduce over the replicas first, so the clip sees the global norm
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm or float("inf"))
+            optimizer.step()
+            xm.mark_step()  # run the step's graph on the NeuronCore
         else:
             if rt.dp > 1 and trained is model:
                 average_gradients_over_data_parallel(model, rt)
             grad_norm = clip_gradients(model, args.max_grad_norm, rt)
             optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         step += 1
         logging_step = step % args.log_every == 0 or step == args.max_steps or step == start + 1
         if logging_step:
@@ -485,9 +488,7 @@ def main(argv: list[str] | None = None) -> int:
                 tokens = args.global_batch_size * args.sequence_length
                 print(f"step {step}/{args.max_steps} loss {loss:.4f} {seconds * 1000:.1f} ms/step "
                       f"{tokens / seconds:,.0f} tokens/s", flush=True)
-                record = {"step": step, "loss": loss, "step_seconds": seconds}
-                if not rt.xla:
-                    record["grad_norm"] = grad_norm
+                record = {"step": step, "loss": loss, "step_seconds": seconds, "grad_norm": float(grad_norm)}
                 with metrics_path.open("a") as handle:
                     handle.write(json.dumps(record) + "\n")
         stopping = stop.agreed(rt)

@@ -155,3 +155,26 @@ def test_a_checkpoint_moves_between_layouts(tmp_path):
     assert second.resumed_from_step == 10 and second.layout.tensor_parallel == 2 and second.last_step == 20
     reference = run_local_training(data_parallel, processes=2, work_dir=tmp_path / "straight")
     assert dict(second.losses)[20] == pytest.approx(dict(reference.losses)[20], abs=1e-4)
+
+
+def test_the_xla_path_runs_the_same_steps_as_the_cpu_path(tmp_path, single_process, monkeypatch):
+    """The script's Trainium path (torch-xla: xla process group, reduce_gradients, mark_step, xm.save) against a
+    recording stand-in of torch_xla that runs on the CPU (tests/fixtures/fake_xla): the calls are the documented
+    ones, and with the device being the CPU the losses equal the CPU path's. Not Neuron numerics."""
+    log = tmp_path / "xla.jsonl"
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "tests" / "fixtures" / "fake_xla"))
+    monkeypatch.setenv("FAKE_XLA_LOG", str(log))
+    loaded = load_spec(spec_file(tmp_path, "xla"))
+    result = run_local_training(loaded, processes=2, work_dir=tmp_path / "xla", hyperparameters={"device": "xla"})
+    assert result.last_step == 20 and result.layout.data_parallel == 2
+    for step, loss in single_process["fp32"].items():
+        assert dict(result.losses)[step] == pytest.approx(loss, abs=1e-4), (step, result.losses)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    for rank in (0, 1):
+        mine = [c["call"] for c in calls if c["rank"] == rank]
+        assert mine.count("xla_device") == 1 and mine.count("reduce_gradients") == 20 and mine.count("mark_step") == 20
+    assert {c["path"].rsplit("/", 1)[1] for c in calls if c["call"] == "save"} == {"xla_state.pt"}
+    assert (tmp_path / "xla" / "checkpoints" / "step_00000020" / "xla_state.pt").is_file()
+    assert (tmp_path / "xla" / "model" / "model.pt").is_file()
+    resumed = run_local_training(loaded, processes=2, work_dir=tmp_path / "xla", hyperparameters={"device": "xla", "max_steps": 23})
+    assert resumed.resumed_from_step == 20 and resumed.last_step == 23  # xm.save'd state loads back
