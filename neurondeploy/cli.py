@@ -172,9 +172,9 @@ def cmd_apply(args) -> int:
 
 
 def _state(args):
-    from neurondeploy.infra.state import StateStore
+    from neurondeploy.infra.state_s3 import open_state
 
-    return StateStore(Path(args.state) if args.state else None)
+    return open_state(args.state)
 
 
 def _transport(region: str, args):
@@ -398,7 +398,8 @@ def cmd_schema(args) -> int:
 
 
 def _state_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--state", metavar="FILE", help="state database (default $NEURONDEPLOY_STATE or ~/.neurondeploy/state.db)")
+    parser.add_argument("--state", metavar="FILE_OR_S3_URI", help="state: a SQLite file, or s3://bucket/prefix for a team "
+                        "(default $NEURONDEPLOY_STATE or ~/.neurondeploy/state.db)")
     parser.add_argument("--wait-delay-s", type=int, default=15, help="seconds between waiter polls")
 
 

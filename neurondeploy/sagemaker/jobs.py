@@ -18,7 +18,6 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Callable
 
 from neurondeploy.errors import NeurondeployError
@@ -253,9 +252,9 @@ def report_outcome(job: dict, console) -> int:
 
 
 def _state(args):
-    from neurondeploy.infra.state import StateStore
+    from neurondeploy.infra.state_s3 import open_state
 
-    return StateStore(Path(args.state) if getattr(args, "state", None) else None)
+    return open_state(getattr(args, "state", None))
 
 
 def _print_json(data) -> None:
