@@ -50,7 +50,7 @@ def cmd_plan(args) -> int:
 
     plan = build_plan_for_file(args.spec)
     if args.out:
-        save_plan(plan, Path(args.out))
+        save_plan(plan, args.out)
     if args.json:
         _print_json(plan.model_dump(mode="json"))
     else:
@@ -191,6 +191,11 @@ def _apply_cloud(args) -> int:
     loaded = load_spec(args.spec)
     console = _console_err()
     transport = _transport(loaded.spec.region, args)
+    if args.plan:
+        from neurondeploy.planner.plan import check_saved_plan
+
+        check_saved_plan(args.plan, loaded, transport)
+        console.print(f"applying the plan reviewed in {args.plan} (spec sha256 {loaded.digest[:12]}, requests unchanged)")
 
     def compile_artifact(loaded_spec):
         from neurondeploy.compiler.compile import compile_spec
@@ -420,7 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="checks, cost per hour, and every AWS request apply would send (offline)")
     plan.add_argument("spec", metavar="SPEC")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
-    plan.add_argument("--out", metavar="FILE", help="save the plan (carries the spec's hash; a changed spec makes it stale)")
+    plan.add_argument("--out", metavar="FILE_OR_S3_URI", help="save the plan (carries the spec's hash; a changed spec makes it "
+                      "stale); apply --plan checks it")
     plan.set_defaults(handler=cmd_plan)
 
     size = commands.add_parser("size", help="which instances and TP degrees fit a model, cheapest first")
@@ -476,6 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--sequential", action="store_true", help="create one resource at a time (default: independent ones in parallel)")
     apply.add_argument("--ami-ssm-parameter", metavar="NAME", help="SSM parameter holding the Neuron DLAMI id (default: the public PyTorch 2.9 DLAMI)")
     apply.add_argument("--ami-id", metavar="AMI", help="pin the instance image instead of resolving the SSM parameter")
+    apply.add_argument("--plan", metavar="FILE_OR_S3_URI", help="apply only if this saved plan (plan --out) is of this spec "
+                       "and still what apply would send; refused if stale")
     apply.add_argument("--json", action="store_true")
     _state_options(apply)
     apply.set_defaults(handler=cmd_apply)

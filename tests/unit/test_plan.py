@@ -88,3 +88,26 @@ def test_a_training_plan_prices_a_whole_run_up_to_max_runtime():
     assert plan.cost.run_ceiling_usd == pytest.approx(plan.cost.hourly_usd * 86400 / 3600, abs=0.01)
     endpoint = build_plan(load_spec(TEMPLATES[0].parent / "minilm-sagemaker.yaml"))
     assert endpoint.cost.run_ceiling_usd is None  # an endpoint has no end
+
+
+def test_apply_with_a_saved_plan_refuses_a_stale_or_foreign_one_before_any_aws_call(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text((TEMPLATES[0].parent / "minilm-sagemaker.yaml").read_text())
+    saved = tmp_path / "plan.json"
+
+    def cli(*args: str) -> subprocess.CompletedProcess:  # no credentials: reaching AWS would fail differently
+        return subprocess.run([sys.executable, "-m", "neurondeploy.cli", *args], capture_output=True, text=True,
+                              env=NO_CREDENTIALS, timeout=60)
+
+    assert cli("plan", str(spec), "--out", str(saved)).returncode == 0
+    reviewed = json.loads(saved.read_text())
+    reviewed["resources"][-1]["requests"][0]["params"]["EndpointName"] = "someone-elses"
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(reviewed))
+    result = cli("apply", str(spec), "--plan", str(tampered))
+    assert result.returncode == 3 and "no longer matches what apply would send" in result.stderr
+    spec.write_text(spec.read_text() + "\n# edited after review\n")
+    result = cli("apply", str(spec), "--plan", str(saved))
+    assert result.returncode == 3 and "is stale" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    result = cli("apply", str(spec), "--plan", str(tmp_path / "missing.json"))
+    assert result.returncode == 3 and "no such plan" in result.stderr
