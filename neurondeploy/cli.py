@@ -358,7 +358,7 @@ def cmd_logs(args) -> int:
 def cmd_invoke(args) -> int:
     from neurondeploy.serving.client import invoke, parse_data
 
-    _print_json(invoke(args.target, parse_data(args.data), region=args.region))
+    _print_json(invoke(args.target, parse_data(args.data), region=args.region, state_location=args.state))
     return 0
 
 
@@ -534,10 +534,11 @@ def build_parser() -> argparse.ArgumentParser:
     _state_options(unlock)
     unlock.set_defaults(handler=cmd_unlock)
 
-    invoke = commands.add_parser("invoke", help="send one request to an endpoint: URL, sagemaker:NAME or a spec file")
+    invoke = commands.add_parser("invoke", help="send one request to an endpoint: URL, sagemaker:NAME, a spec file or a deployment name")
     invoke.add_argument("target", metavar="TARGET")
     invoke.add_argument("--data", required=True, help='JSON body, @file, or plain text sent as {"inputs": text}')
     invoke.add_argument("--region", help="for SageMaker endpoints (default: the spec's, or the AWS default)")
+    invoke.add_argument("--state", metavar="FILE_OR_S3_URI", help="where to look up a deployment name (default as apply)")
     invoke.set_defaults(handler=cmd_invoke)
 
     cache = commands.add_parser("cache", help="list, remove or prune compiled entries in the local cache")

@@ -47,7 +47,7 @@ def parse_data(data: str) -> bytes:
         return json.dumps({"inputs": data}).encode()
 
 
-def resolve_target(target: str) -> Target:
+def resolve_target(target: str, state_location: str | None = None) -> Target:
     if target.startswith(("http://", "https://")):
         return Target("http", target.rstrip("/"))
     if target.startswith(SAGEMAKER_PREFIX):
@@ -65,12 +65,37 @@ def resolve_target(target: str) -> Target:
             return Target("http", f"{scheme}://{spec.dns.record_name}")
         raise InvokeError(f"{target} has no dns name; its load balancer's address is known only after apply",
                           "give the load balancer's URL as TARGET")
-    raise InvokeError(f"{target!r} is not a URL, sagemaker:<endpoint> or a spec file",
-                      "e.g. http://127.0.0.1:8080, sagemaker:my-endpoint, or templates/minilm-sagemaker.yaml")
+    deployed = _from_state(target, state_location)
+    if deployed is not None:
+        return deployed
+    raise InvokeError(f"{target!r} is not a URL, sagemaker:<endpoint>, a spec file or a deployment in state",
+                      "e.g. http://127.0.0.1:8080, sagemaker:my-endpoint, templates/minilm-sagemaker.yaml, or a name "
+                      "`neurondeploy status` lists")
 
 
-def invoke(target: str, body: bytes, region: str | None = None) -> Any:
-    resolved = resolve_target(target)
+def _from_state(name: str, state_location: str | None) -> Target | None:
+    """A deployment applied earlier: its SageMaker endpoint, or its DNS name (else its load balancer's address)."""
+    from neurondeploy.infra.state_s3 import open_state
+
+    deployment = open_state(state_location).get(name)
+    if deployment is None or deployment.kind != "inference":
+        return None
+    for resource in deployment.resources.values():
+        for request in resource.create_requests:
+            if request.get("operation") == "CreateEndpoint":
+                return Target("sagemaker", request["params"]["EndpointName"], deployment.region)
+    spec = json.loads(deployment.spec_json or "{}")
+    if spec.get("dns"):
+        scheme = "https" if (spec.get("tls") or {}).get("enabled") else "http"
+        return Target("http", f"{scheme}://{spec['dns']['record_name']}")
+    alb = deployment.resources.get("alb")
+    if alb and alb.outputs.get("DNSName"):
+        return Target("http", f"http://{alb.outputs['DNSName']}")
+    raise InvokeError(f"deployment {name} has no endpoint or load balancer recorded yet", "run `neurondeploy apply` for it first")
+
+
+def invoke(target: str, body: bytes, region: str | None = None, state_location: str | None = None) -> Any:
+    resolved = resolve_target(target, state_location)
     if resolved.kind == "http":
         return _invoke_http(resolved.address, body)
     return _invoke_sagemaker(resolved.address, body, region or resolved.region)

@@ -118,6 +118,9 @@ def test_apply_creates_everything_reapply_sends_nothing_destroy_leaves_nothing(w
     asg = aws.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[f"{NAME}-asg"])["AutoScalingGroups"][0]
     assert (asg["MinSize"], asg["MaxSize"]) == (2, 6) and group["TargetGroupArn"] in asg["TargetGroupARNs"]
     assert aws.client("s3").head_object(Bucket="neurondeploy-123456789012-us-east-1", Key=f"{NAME}/artifact/model.tar.gz")
+    from neurondeploy.serving.client import resolve_target
+
+    assert resolve_target(NAME, str(tmp_path / "state.db")).address == "https://embed.example.com"  # `invoke minilm-web`
 
     again, second = apply_once(loaded, state, artifact)
     print(f"fresh apply: {len(first.mutating_calls())} mutating calls; re-apply: {len(second.mutating_calls())}")

@@ -54,14 +54,14 @@ def test_apply_local_refuses_a_busy_port_in_one_line(tmp_path):
     assert f"port {port} on 127.0.0.1 is in use" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_invoke_targets_resolve_from_urls_endpoints_and_specs():
+def test_invoke_targets_resolve_from_urls_endpoints_and_specs(tmp_path):
     assert resolve_target("http://127.0.0.1:9/").address == "http://127.0.0.1:9"
     assert (resolve_target("sagemaker:my-endpoint").kind, resolve_target("sagemaker:my-endpoint").address) == ("sagemaker", "my-endpoint")
     spec = resolve_target(str(REPO / "templates" / "minilm-sagemaker.yaml"))
     assert (spec.kind, spec.address, spec.region) == ("sagemaker", "minilm-embed", "us-east-1")
     assert resolve_target(str(REPO / "templates" / "minilm-ec2-alb.yaml")).address == "https://embed.example.com"
-    with pytest.raises(InvokeError, match="not a URL"):
-        resolve_target("nowhere")
+    with pytest.raises(InvokeError, match="not a URL, sagemaker:<endpoint>, a spec file or a deployment in state"):
+        resolve_target("nowhere", str(tmp_path / "state.db"))
 
 
 def test_invoke_a_dead_url_is_one_clear_error():

@@ -220,6 +220,10 @@ def test_inf2_endpoint_with_our_container_applied_reapplied_and_destroyed(sagema
     state = StateStore(tmp_path / "state.db")
     result, _ = apply(loaded, state, artifact)
     assert {"execution-role", "model", "endpoint-config", "endpoint", "endpoint-scaling"} <= set(result.created)
+    from neurondeploy.serving.client import resolve_target
+
+    target = resolve_target("minilm-embed", str(tmp_path / "state.db"))  # `invoke minilm-embed`: found in state
+    assert (target.kind, target.address, target.region) == ("sagemaker", "minilm-embed", "us-east-1")
 
     ctx, model_request, config_request = expected(loaded, artifact_s3_uri=ARTIFACT_URI)
     live = Live(aws, "minilm-embed")
