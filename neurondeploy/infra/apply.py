@@ -13,6 +13,7 @@ from typing import Callable
 
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.infra.archive import artifact_digest, pack_artifact
+from neurondeploy.infra.destroy import delete_orphans
 from neurondeploy.infra.deployment import deployment_resources, plan_context, shared_bucket_resource
 from neurondeploy.infra.executor import ApplyResult, Executor
 from neurondeploy.infra.resources import PlanContext, artifact_uri, split_s3
@@ -115,5 +116,13 @@ def apply_spec(loaded: LoadedSpec, *, transport: AwsTransport, state: StateStore
         ctx = dataclasses.replace(ctx, artifact_s3_uri=uri)
     resources = deployment_resources(spec, ctx)
     executor = Executor(transport, state, parallel=parallel, on_event=on_event)
-    return executor.apply(spec.name, spec.region, spec.kind, resources, spec_digest=loaded.digest,
-                          spec_json=spec.model_dump_json(), rollback=rollback)
+    existed = state.get(spec.name) is not None
+    with state.lock(spec.name, spec.region, spec.kind):  # re-entered by the executor
+        before = state.get(spec.name)
+        if existed and before is not None and (before.spec_digest != loaded.digest
+                                               or any(not r.complete for r in before.resources.values())):
+            # The last apply did not finish (or the spec changed): anything it created without hearing back goes first.
+            delete_orphans(transport, before, hosted_zone_ids=[spec.dns.hosted_zone_id] if spec.dns else [],
+                           on_event=on_event)
+        return executor.apply(spec.name, spec.region, spec.kind, resources, spec_digest=loaded.digest,
+                              spec_json=spec.model_dump_json(), rollback=rollback)

@@ -25,11 +25,13 @@ from neurondeploy.infra.executor import Executor
 from neurondeploy.infra.state import DeploymentLocked, DeploymentState, StateStore
 from neurondeploy.infra.sweep import (
     DELETE_ORDER, UNCHECKED, Leftover, delete_leftover, find_leftovers, find_owned_records, is_retryable,
-    list_hosted_zones, record_exists, release_security_groups, sort_leftovers,
+    zone_id, list_hosted_zones, record_exists, release_security_groups, sort_leftovers,
 )
 from neurondeploy.infra.transport import AwsCallError, AwsTransport
 
-__all__ = ["DELETE_ORDER", "DestroyReport", "destroy", "recorded_hosted_zones"]
+__all__ = ["DELETE_ORDER", "DestroyReport", "delete_orphans", "destroy", "recorded_hosted_zones"]
+# Owned by another recorded resource (the Auto Scaling group's instances and target registrations): not orphans.
+NEVER_ORPHANS = frozenset({"ec2:instance", "elbv2:target-registration", UNCHECKED})
 
 
 @dataclass
@@ -75,7 +77,7 @@ def destroy(name: str, executor: Executor, transport: AwsTransport, state: State
     waits for groups to go; ``poll_s`` is the polling interval of those waits."""
     say = on_event or (lambda message: None)
     before = state.get(name)
-    zones = list(dict.fromkeys([*(z.rsplit("/", 1)[-1] for z in hosted_zone_ids), *recorded_hosted_zones(before)]))
+    zones = list(dict.fromkeys([*(zone_id(z) for z in hosted_zone_ids), *recorded_hosted_zones(before)]))
     errors: list[str] = []
     if not zones and before is None:
         try:
@@ -110,6 +112,58 @@ def destroy(name: str, executor: Executor, transport: AwsTransport, state: State
     for leftover in remaining:
         say(f"still present: {leftover.type} {leftover.id} ({leftover.detail})")
     return DestroyReport(deleted, swept, remaining, errors)
+
+
+def recorded_identifiers(deployment: DeploymentState) -> set[str]:
+    """Every ID, ARN and name state holds for the deployment (outputs and sent parameters), and what the sweep
+    names by several parts: Route 53 records (``zone|TYPE|name``) and scaling targets."""
+    found: set[str] = set()
+
+    def walk(value) -> None:
+        if isinstance(value, str):
+            found.add(value.lower())
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for resource in deployment.resources.values():
+        walk(resource.outputs)
+        for request in resource.create_requests:
+            walk(request.get("params", {}))
+            if request.get("operation") == "RegisterScalableTarget":  # the sweep names targets by these three
+                params = request["params"]
+                found.add("|".join((params["ServiceNamespace"], params["ScalableDimension"], params["ResourceId"])).lower())
+            if request.get("operation") == "ChangeResourceRecordSets":
+                zone = request["params"]["HostedZoneId"].rsplit("/", 1)[-1]
+                for change in request["params"]["ChangeBatch"]["Changes"]:
+                    record = change["ResourceRecordSet"]
+                    found.add(f"{zone}|{record['Type']}|{record['Name'].rstrip('.')}".lower())
+    return found
+
+
+def delete_orphans(transport: AwsTransport, deployment: DeploymentState, *, hosted_zone_ids: Iterable[str] = (),
+                   on_event: Callable[[str], None] | None = None, retry_s: float = 2.0, retry_timeout_s: float = 600.0,
+                   poll_s: float = 5.0) -> list[Leftover]:
+    """Delete what carries this deployment's tag (or ownership record) but is not in its state: what an interrupted
+    apply created without learning of it (AWS did it, the answer never came: a timeout, a killed process). Left
+    alone, the next apply would make a second one (or fail on a name already taken). Call it under the
+    deployment's lock, before creating anything, so nothing of this apply can be mistaken for an orphan."""
+    say = on_event or (lambda message: None)
+    known = recorded_identifiers(deployment)
+    zones = list(dict.fromkeys([*(zone_id(z) for z in hosted_zone_ids), *recorded_hosted_zones(deployment)]))
+    orphans = [l for l in find_leftovers(transport, deployment.name, hosted_zone_ids=zones)
+               if l.type not in NEVER_ORPHANS and l.id.lower() not in known]
+    for orphan in orphans:
+        say(f"found {orphan.type} {orphan.id} tagged for {deployment.name} but not in state (an interrupted apply made it)")
+    errors: list[str] = []
+    swept = _sweep(transport, orphans, errors, say, retry_s=retry_s, retry_timeout_s=retry_timeout_s, poll_s=poll_s)
+    if errors:
+        raise NeurondeployError(f"could not delete what an interrupted apply left: {errors[0]}",
+                                "delete it by hand, or run `neurondeploy destroy` and apply again")
+    return swept
 
 
 def _sweep(transport: AwsTransport, leftovers: list[Leftover], errors: list[str], say: Callable[[str], None], *,

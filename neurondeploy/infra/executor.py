@@ -40,6 +40,16 @@ NOT_FOUND_CODES = ("NotFound", "NoSuchEntity", "NoSuchHostedZone", "ResourceNotF
                    "TargetGroupNotFound", "ListenerNotFound", "ObjectNotFoundException")
 NOT_FOUND_MESSAGES = ("not found", "does not exist", "could not find", "cannot find")
 RETRY_ON_DELETE = ("DependencyViolation", "ResourceInUse", "InvalidRouteTableID", "ScalingActivityInProgress")
+# (operation, error code) meaning a resumed request had already taken effect: the apply that sent it first
+# never heard back (timeout, killed process). Only for requests with no outputs to learn.
+ALREADY_DONE = frozenset({
+    ("AuthorizeSecurityGroupIngress", "InvalidPermission.Duplicate"),
+    ("AuthorizeSecurityGroupEgress", "InvalidPermission.Duplicate"),
+    ("RevokeSecurityGroupEgress", "InvalidPermission.NotFound"),
+    ("AttachInternetGateway", "Resource.AlreadyAssociated"),
+    ("CreateRoute", "RouteAlreadyExists"),
+    ("AddRoleToInstanceProfile", "LimitExceeded"),  # a profile holds one role: ours, added the first time
+})
 OUTPUT_RETRIES = 10  # ACM fills in DNS validation records a few seconds after RequestCertificate
 RETIRED = "~"  # state name of a blue/green resource's previous object: <name>~<its create hash>
 UPDATE_PROGRESS = "_update"  # outputs key of an in-place update under way: {"hash": new content hash, "done": n}
@@ -342,6 +352,10 @@ class Executor:
             try:
                 response = self.transport.call(request.service, request.operation, params)
             except AwsCallError as exc:
+                if (request.operation, exc.code) in ALREADY_DONE and not request.outputs:
+                    # Resuming after a lost answer: AWS did it the first time (a rule added, a gateway attached).
+                    self.on_event(f"{resource.name}: {request.operation} was already done ({exc.code})")
+                    return {}
                 raise ApplyFailed(f"{resource.name} ({resource.type}): {exc.message}",
                                   exc.hint or "fix the cause and run apply again: it resumes where it stopped") from exc
             _check_expected(resource, request, response)

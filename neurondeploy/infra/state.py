@@ -84,6 +84,7 @@ class DeploymentState:
 class StateStore:
     def __init__(self, path: Path | None = None) -> None:
         self.path = Path(path) if path else default_state_path()
+        self._held: dict[str, int] = {}  # lock depth per deployment held by this store
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.executescript(SCHEMA)
@@ -113,6 +114,14 @@ class StateStore:
 
     @contextmanager
     def lock(self, name: str, region: str, kind: str) -> Iterator[None]:
+        """Re-entrant within this store: apply holds it around orphan clean-up and the executor's own lock."""
+        if self._held.get(name):
+            self._held[name] += 1
+            try:
+                yield
+            finally:
+                self._held[name] -= 1
+            return
         me, host = os.getpid(), socket.gethostname()
         with self._transaction() as db:
             row = db.execute("SELECT lock_pid, lock_host, lock_since FROM deployments WHERE name = ?", (name,)).fetchone()
@@ -125,9 +134,11 @@ class StateStore:
                        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET lock_pid = excluded.lock_pid, "
                        "lock_host = excluded.lock_host, lock_since = excluded.lock_since",
                        (name, region, kind, time.time(), me, host, time.time()))
+        self._held[name] = 1
         try:
             yield
         finally:
+            del self._held[name]
             with self._transaction() as db:
                 db.execute("UPDATE deployments SET lock_pid = NULL, lock_host = NULL, lock_since = NULL "
                            "WHERE name = ? AND lock_pid = ?", (name, me))

@@ -137,7 +137,7 @@ def find_leftovers(transport: AwsTransport, deployment: str, *, hosted_zone_ids:
                       ("sagemaker", finder.sagemaker)]:
         finder.source(label, fn)
     certificates = finder.source("acm", finder.acm) or []
-    for zone in dict.fromkeys(_zone_id(z) for z in hosted_zone_ids):
+    for zone in dict.fromkeys(zone_id(z) for z in hosted_zone_ids):
         finder.source(f"route53 zone {zone}", finder.records, zone, certificates)
     finder.source("resourcegroupstaggingapi", finder.tagging_api)
     return sort_leftovers(found.values())
@@ -152,7 +152,7 @@ def find_owned_records(transport: AwsTransport, deployment: str, hosted_zone_ids
         found.setdefault((kind, ident), Leftover(kind, ident, where, detail))
 
     finder = _Finder(transport, deployment, add)
-    for zone in dict.fromkeys(_zone_id(z) for z in hosted_zone_ids):
+    for zone in dict.fromkeys(zone_id(z) for z in hosted_zone_ids):
         finder.source(f"route53 zone {zone}", finder.records, zone, [])
     return sort_leftovers(found.values())
 
@@ -160,7 +160,7 @@ def find_owned_records(transport: AwsTransport, deployment: str, hosted_zone_ids
 def list_hosted_zones(transport: AwsTransport) -> list[str]:
     """Every hosted zone id of the account (destroy's fallback when state names none)."""
     pages = _Paged(transport, "Marker", "NextMarker").call("route53", "ListHostedZones", {})
-    return [_zone_id(z["Id"]) for page in pages for z in page.get("HostedZones", [])]
+    return [zone_id(z["Id"]) for page in pages for z in page.get("HostedZones", [])]
 
 
 class _Paged:
@@ -429,7 +429,7 @@ def _record_pages(transport: AwsTransport, zone: str) -> Iterator[list[dict]]:
             params["StartRecordIdentifier"] = page["NextRecordIdentifier"]
 
 
-def _zone_id(zone: str) -> str:
+def zone_id(zone: str) -> str:
     return zone.rsplit("/", 1)[-1]
 
 

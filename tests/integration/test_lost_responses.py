@@ -1,0 +1,100 @@
+"""Lost answers: AWS carried out a request but the apply never heard back (a timeout, a killed process), so state
+does not know. Re-applying must neither fail on what already exists nor leave a second copy behind.
+
+For every mutating call k of the EC2 + ALB + DNS + TLS template (against a moto server over HTTP): the call is
+carried out, then reported as failed; the re-apply converges to exactly the resources of an undisturbed apply
+(no duplicates), and destroy leaves nothing. Set NEURONDEPLOY_EVERY_K=0 to run one k per operation only.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.infra.destroy import destroy
+from neurondeploy.infra.executor import Executor
+from neurondeploy.infra.state import StateStore
+from neurondeploy.infra.transport import AwsCallError, AwsTransport, is_mutating
+
+from .test_apply import (  # noqa: F401  (fixtures)
+    NAME, apply_once, artifact, count_resources, tagged, transport, world, zone_and_spec,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def exact_route53_create_check(monkeypatch):
+    """moto 5.2.5 gap (test-only workaround): a CREATE identical to one in the zone's change journal is refused as
+    "already exists" when *any* record sorts at or after its name, even though the record itself was deleted.
+    AWS refuses only when that name and type exist. Deleting an orphan record and creating it again needs that."""
+    import copy
+
+    from moto.route53.exceptions import ResourceRecordAlreadyExists
+    from moto.route53.models import Route53Backend
+
+    original = Route53Backend.change_resource_record_sets
+
+    def change_resource_record_sets(self, zoneid, change_list):
+        zone = self.get_hosted_zone(zoneid)
+        for change in change_list:
+            if change["Action"] != "CREATE":
+                continue
+            record = change["ResourceRecordSet"]
+            name = record["Name"].rstrip(".")
+            if any(r.name.rstrip(".") == name and r.type == record["Type"] for r in zone.rrsets):
+                raise ResourceRecordAlreadyExists(name=name + ".", _type=record["Type"])
+            journal_entry = copy.deepcopy(change)
+            while journal_entry in zone.rr_changes:
+                zone.rr_changes.remove(journal_entry)
+        return original(self, zoneid, change_list)
+
+    monkeypatch.setattr(Route53Backend, "change_resource_record_sets", change_resource_record_sets)
+
+
+class LostAnswer(AwsTransport):
+    """Sends every call; the k-th mutating one is then reported as failed, as if its answer timed out."""
+
+    def __init__(self, lose_at: int) -> None:
+        super().__init__("us-east-1", wait_delay_s=1, wait_attempts=5)
+        self.lose_at, self.seen = lose_at, 0
+        self.lost: tuple[str, str] | None = None
+
+    def call(self, service, operation, params):
+        response = super().call(service, operation, params)
+        if is_mutating(operation):
+            with self._lock:
+                self.seen += 1
+                losing = self.seen == self.lose_at
+            if losing:
+                self.lost = (service, operation)
+                raise AwsCallError(f"{service}:{operation}: ReadTimeout (the answer was lost)", code="RequestTimeout")
+        return response
+
+
+def test_a_lost_answer_to_any_mutating_call_converges_without_duplicates(world, artifact, tmp_path, aws):  # noqa: F811
+    loaded, zone = world
+    reference = StateStore(tmp_path / "reference.db")
+    _, fresh = apply_once(loaded, reference, artifact, parallel=False)
+    expected = count_resources(transport(), zone)
+    t = transport()
+    destroy(NAME, Executor(t, reference), t, reference)
+    bucket_setup = ("CreateBucket", "PutPublicAccessBlock", "PutBucketTagging")  # once: the bucket outlives destroy
+    operations = [(c.service, c.operation) for c in fresh.mutating_calls() if c.operation not in bucket_setup]
+    every_k = os.environ.get("NEURONDEPLOY_EVERY_K", "1") != "0"
+    rounds = [k for k, op in enumerate(operations, 1) if every_k or op not in operations[: k - 1]]
+    bucket, key = "neurondeploy-123456789012-us-east-1", f"{NAME}/artifact/model.tar.gz"
+    for k in rounds:
+        aws.client("s3").delete_object(Bucket=bucket, Key=key)
+        loaded, zone = zone_and_spec(aws, tmp_path, f"lost-{k}")  # moto's Route 53 journal: a zone per round
+        state = StateStore(tmp_path / f"state-{k}.db")
+        lossy = LostAnswer(k)
+        with pytest.raises(NeurondeployError):
+            apply_once(loaded, state, artifact, t=lossy, parallel=False)
+        apply_once(loaded, state, artifact)
+        assert count_resources(transport(), zone) == expected, f"k={k} lost {lossy.lost}"
+        t = transport()
+        report = destroy(NAME, Executor(t, state), t, state)
+        assert report.clean and tagged(transport(), zone) == [], f"k={k} lost {lossy.lost}: {report.remaining}"
