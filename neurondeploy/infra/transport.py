@@ -100,8 +100,9 @@ class AwsTransport:
             while not done.wait(self.progress_every_s):
                 self.on_progress(f"waiting for {waiter} {subject}: {(time.monotonic() - started) / 60:.0f} min so far")
 
+        reporter = threading.Thread(target=report, daemon=True, name="wait-progress")
         if self.on_progress is not None:
-            threading.Thread(target=report, daemon=True, name="wait-progress").start()
+            reporter.start()
         try:
             self.client(service).get_waiter(xform_name(waiter)).wait(
                 **params, WaiterConfig={"Delay": self.wait_delay_s, "MaxAttempts": self.wait_attempts})
@@ -112,6 +113,8 @@ class AwsTransport:
                                "look at the resource in the AWS console; re-run apply once it is fixed") from exc
         finally:
             done.set()
+            if reporter.is_alive():
+                reporter.join()  # no progress line may follow the wait's end
 
     def mutating_calls(self) -> list[Call]:
         return [call for call in self.calls if call.mutating]
