@@ -29,6 +29,10 @@ EXIT_JOB_FAILED = 9  # the job ended Failed (its FailureReason is printed); as a
 EXIT_JOB_STOPPED = 10  # the job ended Stopped (by `neurondeploy stop`, the console, or MaxRuntime/MaxWait)
 EXIT_DETACHED = 130  # Ctrl-C while waiting: the job keeps running
 RUNNING = ("InProgress", "Stopping")
+# Worth waiting out while a job runs: no answer at all (code None: connection errors), throttling, server trouble.
+TRANSIENT_CODES = (None, "ThrottlingException", "Throttling", "RequestTimeout", "ServiceUnavailable", "InternalFailure",
+                   "InternalServerError", "InternalError")
+MAX_MISSES = 20  # consecutive polls without an answer before giving up the wait (the job is not touched)
 FINISHED = ("Completed", "Failed", "Stopped")
 JOB_RESOURCE = "training-job"  # the resource name sagemaker.resources.training_job_resources gives the job
 
@@ -209,9 +213,22 @@ def wait_for_job(transport: AwsTransport, job_name: str, *, console, delay_s: fl
     tailer = LogTailer(transport, job_name)
     seen: set[tuple] = set()
     interrupted = False
+    misses = 0
     with console.status(f"{job_name}: waiting for DescribeTrainingJob") as live:
         while True:
-            job = describe_job(transport, job_name)
+            try:
+                job = describe_job(transport, job_name)
+                events = tailer.poll()  # after the describe: once it says finished, this read gets the last lines
+            except AwsCallError as exc:
+                # A job runs for hours; a network blip or throttling outlasting botocore's retries must not end the wait.
+                if exc.code not in TRANSIENT_CODES or misses >= MAX_MISSES:
+                    raise
+                misses += 1
+                _print(console, f"lost contact with SageMaker ({exc.message}); the job runs on; retrying in "
+                                f"{delay_s:g} s ({misses}/{MAX_MISSES})")
+                sleep(delay_s)
+                continue
+            misses = 0
             if job is None:
                 raise TrainingJobError(f"training job {job_name} does not exist in {transport.region}",
                                        "check the region and the name (neurondeploy status)")
@@ -226,7 +243,7 @@ def wait_for_job(transport: AwsTransport, job_name: str, *, console, delay_s: fl
             if newly_interrupted or (now_interrupted and not interrupted):
                 _print(console, spot_interruption_message(job))
             interrupted = now_interrupted
-            for event in tailer.poll():  # after the describe: once it says finished, this read gets the last lines
+            for event in events:
                 _print(console, event.line())
             live.update(status_line(job))
             if job["TrainingJobStatus"] in FINISHED:

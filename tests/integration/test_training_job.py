@@ -412,3 +412,34 @@ def test_destroy_of_a_finished_job_forgets_it_and_leaves_nothing(spec_file, tmp_
     assert sim.stops == [job_name]  # asked once, refused as finished, counted as done
     assert StateStore(state).get(NAME) is None
     assert aws.client("sagemaker").describe_training_job(TrainingJobName=job_name)["TrainingJobStatus"] == "Completed"
+
+
+def test_waiting_survives_sagemaker_being_unreachable_for_a_while(spec_file, tmp_path, aws, sim):
+    """A job runs for hours: polls that get no answer (connection errors outlasting botocore's retries) are
+    reported and retried; the wait still ends with the job's outcome. Other errors still stop it."""
+    from rich.console import Console
+
+    from neurondeploy.infra.transport import AwsCallError, AwsTransport
+    from neurondeploy.sagemaker.jobs import wait_for_job
+
+    class Unreachable(AwsTransport):
+        def __init__(self, misses: int, code=None) -> None:
+            super().__init__("us-east-1", max_attempts=1)
+            self.misses, self.code = misses, code
+
+        def call(self, service, operation, params):
+            if operation == "DescribeTrainingJob" and self.misses:
+                self.misses -= 1
+                raise AwsCallError(f"{service}:{operation}: Could not connect to the endpoint URL", code=self.code)
+            return super().call(service, operation, params)
+
+    job_name = start_running_job(spec_file, tmp_path / "state.db", sim)
+    sim.scripts[NAME] = [("InProgress", "Training", "Training in progress.", {}),
+                         ("Completed", "Completed", "Training job completed", {})]
+    console = Console(file=io.StringIO(), width=200)
+    job = wait_for_job(Unreachable(3), job_name, console=console, delay_s=0)
+    assert job["TrainingJobStatus"] == "Completed"
+    printed = console.file.getvalue()
+    assert printed.count("lost contact with SageMaker") == 3 and "(3/20)" in printed
+    with pytest.raises(AwsCallError, match="Could not connect"):
+        wait_for_job(Unreachable(1, code="AccessDeniedException"), job_name, console=console, delay_s=0)
