@@ -32,6 +32,7 @@ CHECKPOINT_PREFIX = "step_"
 COMPLETE_MARKER = "trainer.json"  # the reference script writes it last into a finished checkpoint
 STOP_GRACE_S = 60  # SIGTERM lets the script finish its step and checkpoint; then it is killed
 TORCHRUN_LOG = re.compile(r"^[DIWE]\d{4} \d\d:")  # glog-style lines of torchrun's agent
+WORKER_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\)")  # the agent's line naming the first worker that failed
 
 
 class LocalTrainingError(NeurondeployError):
@@ -182,15 +183,19 @@ def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work
                        hyperparameters: dict[str, object] | None = None, console=None) -> LocalTrainingResult:
     loaded = with_overrides(loaded, hyperparameters or {})
     spec = loaded.spec
-    processes = processes or spec.local_processes
+    processes = spec.local_processes if processes is None else processes
     if processes < 1:
         raise LocalTrainingError(f"--processes {processes} must be 1 or more", "e.g. --processes 2")
     script = source_directory(loaded) / spec.entry_point
     channels = channel_dirs(loaded)
     _torchrun_available()
     work_dir = (work_dir or Path(".neurondeploy") / "train" / spec.name).resolve()
-    for sub in ("model", "output/data", "checkpoints", "input"):
-        (work_dir / sub).mkdir(parents=True, exist_ok=True)
+    try:
+        for sub in ("model", "output/data", "checkpoints", "input"):
+            (work_dir / sub).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LocalTrainingError(f"work dir {work_dir}: {exc.strerror}: {exc.filename}",
+                                 "pass --work-dir a directory you can write (it is created if missing)") from None
     dist = spec.distribution
     layout = local_layout(dist.tensor_parallel, dist.pipeline_parallel, processes)
     hps = local_hyperparameters(loaded, layout)
@@ -207,21 +212,21 @@ def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=script.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, start_new_session=True, preexec_fn=_child_setup)
-    interrupted = hiding = False  # once stopping, torchrun's shutdown chatter and SignalException traceback are noise
+    interrupted = False
+    agent = TorchrunAgentOutput()
     try:
         while True:
             try:
                 for line in process.stdout:  # until the script exits; its last words matter after Ctrl-C too
                     _observe(line, result)
-                    hiding = hiding or (interrupted and line.startswith("Traceback"))
-                    if not (hiding or (interrupted and TORCHRUN_LOG.match(line))):
+                    if agent.shown(line):
                         sys.stderr.write(line)
                 break
             except KeyboardInterrupt:
                 if interrupted:  # a second Ctrl-C: no more waiting for the checkpoint
                     process.kill()
                     continue
-                interrupted = True
+                interrupted = agent.stopping = True
                 say("stopping: the script finishes its step and checkpoints (Ctrl-C again kills it); "
                     "run the same command again to resume")
                 deadline = threading.Timer(STOP_GRACE_S, _kill_if_running, (process,))
@@ -235,9 +240,29 @@ def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work
     result.seconds = time.perf_counter() - started
     result.checkpoints = [str(p) for p in completed_checkpoints(work_dir / "checkpoints")]
     if result.exit_code not in (0, 130):
-        raise LocalTrainingError(f"the training script exited with {result.exit_code} (its output is above)",
+        code = agent.worker_exit if agent.worker_exit is not None else result.exit_code
+        raise LocalTrainingError(f"the training script exited with {code} (its output is above)",
                                  "fix the script or spec; completed checkpoints are kept and the next run resumes from them")
     return result
+
+
+class TorchrunAgentOutput:
+    """Once torchrun's workers have stopped (Ctrl-C, or one failed), its agent's own reports only repeat what they
+    printed: shutdown chatter, the SignalException or ChildFailedError traceback and summary. Those are held back;
+    the workers' output, the user's script's, is always shown."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.hiding = False
+        self.worker_exit: int | None = None  # the failed worker's own exit code (torchrun exits 1 whatever it was)
+
+    def shown(self, line: str) -> bool:
+        agent_line = TORCHRUN_LOG.match(line) is not None
+        failed = WORKER_FAILED.search(line) if agent_line else None
+        if failed and self.worker_exit is None:
+            self.worker_exit, self.stopping = int(failed.group(1)), True
+        self.hiding = self.hiding or (self.stopping and line.startswith("Traceback"))
+        return not (self.hiding or (self.stopping and agent_line))
 
 
 def _observe(line: str, result: LocalTrainingResult) -> None:

@@ -178,3 +178,12 @@ def test_the_xla_path_runs_the_same_steps_as_the_cpu_path(tmp_path, single_proce
     assert (tmp_path / "xla" / "model" / "model.pt").is_file()
     resumed = run_local_training(loaded, processes=2, work_dir=tmp_path / "xla", hyperparameters={"device": "xla", "max_steps": 23})
     assert resumed.resumed_from_step == 20 and resumed.last_step == 23  # xm.save'd state loads back
+
+
+def test_a_failing_script_is_reported_with_its_own_exit_code_and_without_torchruns_traceback(tmp_path):
+    process = _cli("--work-dir", str(tmp_path / "bad"), "--hp", "max_steps=abc")
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 9
+    assert "train.py: error: argument --max_steps: invalid int value: 'abc'" in err  # the script's own words
+    assert err.strip().splitlines()[-1].startswith("error: the training script exited with 2 ")
+    assert "Traceback" not in err and "ChildFailedError" not in err

@@ -74,6 +74,14 @@ def test_bad_local_runs_are_refused_in_one_line_before_anything_starts(tmp_path)
     result = _train(str(REPO / "templates" / "tiny-lm-train-local.yaml"), "--local", "--hp", "tensor_parallel_size=2")
     assert result.returncode == 3 and "set by neurondeploy from the spec" in result.stderr
 
+    result = _train(str(REPO / "templates" / "tiny-lm-train-local.yaml"), "--local", "--processes", "0",
+                    "--work-dir", str(tmp_path / "zero"))
+    assert result.returncode == 9 and "--processes 0 must be 1 or more" in result.stderr and not (tmp_path / "zero").exists()
+
+    (tmp_path / "a-file").write_text("")
+    result = _train(str(REPO / "templates" / "tiny-lm-train-local.yaml"), "--local", "--work-dir", str(tmp_path / "a-file"))
+    assert result.returncode == 9 and "Not a directory" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
     result = _train(str(REPO / "templates" / "minilm-local.yaml"), "--local")
     assert result.returncode == 1 and "inference spec" in result.stderr
 
@@ -91,3 +99,21 @@ def test_validate_warns_that_the_reference_script_does_tp_and_pp_only_locally(tm
     spec = (REPO / "templates" / "llama-pretrain-trn1-multinode.yaml").read_text().replace("source_dir: training", f"source_dir: {own}")
     (tmp_path / "spec.yaml").write_text(spec)
     assert not [f for f in run_checks(load_spec(tmp_path / "spec.yaml")) if "reference training script" in f.message]
+
+
+def test_torchruns_own_reports_are_held_back_once_its_workers_stopped_but_the_workers_output_never_is():
+    from neurondeploy.training.local import TorchrunAgentOutput
+
+    agent = TorchrunAgentOutput()
+    lines = [
+        "step 10/150 loss 3.88\n",
+        "Traceback (most recent call last):\n",  # the user's script failing: theirs to read
+        "ValueError: bad batch\n",
+        "E1203 06:14:06.610000 32025 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 2) "
+        "local_rank: 0 (pid: 32029) of binary: python\n",
+        "Traceback (most recent call last):\n",  # torchrun's ChildFailedError from here on
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n",
+        "W1203 06:14:07.000000 32025 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 1 SIGTERM\n",
+    ]
+    assert [agent.shown(line) for line in lines] == [True, True, True, False, False, False, False]
+    assert agent.worker_exit == 2
