@@ -315,10 +315,7 @@ def _hyperparameter_overrides(pairs: list[str]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise NeurondeployError(f"--hp {pair!r} is not KEY=VALUE", "e.g. --hp max_steps=20")
-        try:  # typed like the spec's YAML values: --hp max_steps=20 is the integer 20
-            overrides[key] = json.loads(value)
-        except ValueError:
-            overrides[key] = value
+        overrides[key] = value  # typed once, by training.entry.parse_override (both local and SageMaker runs)
     return overrides
 
 

@@ -12,7 +12,7 @@ from neurondeploy.errors import SpecError
 
 def parse_override(value: Any) -> Any:
     """``--hp`` values as a SageMaker SDK user writes them: numbers and booleans are JSON, anything else a string
-    (the CLI may have decoded them already; lists, objects and null stay as their JSON text)."""
+    (the CLI passes them as typed; Python callers may pass typed values; lists, objects and null stay as their JSON text)."""
     if isinstance(value, str):
         try:
             parsed = json.loads(value)

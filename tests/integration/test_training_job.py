@@ -225,9 +225,11 @@ def test_template_creates_the_job_it_plans(spec_file, tmp_path, aws, sim, capsys
 
 def test_hp_override_reaches_the_job_json_encoded(spec_file, tmp_path, aws, sim, capsys):
     state = tmp_path / "state.db"
-    assert run("train", str(spec_file), "--no-wait", "--json", "--hp", "max_steps=5", "--hp", "run_name=smoke", state=state) == 0
+    assert run("train", str(spec_file), "--no-wait", "--json", "--hp", "max_steps=5", "--hp", "run_name=smoke",
+               "--hp", 'run_id="7"', state=state) == 0
     hp = aws.client("sagemaker").describe_training_job(TrainingJobName=job_of(state))["HyperParameters"]
     assert hp["max_steps"] == "5" and hp["run_name"] == '"smoke"' and hp["learning_rate"] == "0.0003"
+    assert hp["run_id"] == '"7"'  # quoted on the command line: the string "7", not the number
     assert json.loads(capsys.readouterr().out)["job_name"] == job_of(state)
 
 
