@@ -68,14 +68,13 @@ def upload_artifact(transport: AwsTransport, directory: Path, uri: str) -> bool:
 def check_serving_image(transport: AwsTransport, spec, ctx: PlanContext) -> None:
     """An endpoint of our container needs our image in the account's ECR. SageMaker would only find out after
     creating the endpoint (and failing it minutes later), so look first and say how to push it."""
-    from neurondeploy.sagemaker.requests import SERVING_REPOSITORY, container_image, default_serving_image
+    from neurondeploy.sagemaker.requests import SERVING_REPOSITORY, default_serving_image
 
     if not (isinstance(spec, InferenceSpec) and spec.deployment.platform == "sagemaker"
             and spec.deployment.container.kind == "neurondeploy" and not spec.deployment.container.image_uri
             and ctx.serving_image_uri is None):
         return
-    image = container_image(spec, ctx)
-    assert image == default_serving_image(spec.region, ctx)
+    image = default_serving_image(spec.region, ctx)  # what the model will use: no image_uri given, none in ctx
     tag = image.rsplit(":", 1)[1]
     try:
         transport.call("ecr", "DescribeImages", {"repositoryName": SERVING_REPOSITORY, "imageIds": [{"imageTag": tag}]})

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.infra.transport import AwsCallError, AwsTransport
+from neurondeploy.infra.sweep import is_gone
 from neurondeploy.sagemaker.logs import LOG_GROUP, LogTailer
 from neurondeploy.training.entry import source_directory, with_overrides
 
@@ -83,10 +84,8 @@ def describe_job(transport: AwsTransport, job_name: str) -> dict | None:
         return transport.call("sagemaker", "DescribeTrainingJob", {"TrainingJobName": job_name})
     except AwsCallError as exc:
         # SageMaker says ValidationException "Requested resource not found" (moto: "Could not find ...");
-        # its service model lists ResourceNotFound.
-        message = exc.message.lower()
-        if exc.code == "ResourceNotFound" or (exc.code == "ValidationException" and
-                                              ("not found" in message or "could not find" in message)):
+        # its service model lists ResourceNotFound. The sweep's rule knows both.
+        if is_gone(exc):
             return None
         raise
 
