@@ -49,9 +49,10 @@ def ensure_bucket(transport: AwsTransport, region: str, ctx: PlanContext) -> str
     return name
 
 
-def upload_artifact(transport: AwsTransport, directory: Path, uri: str) -> bool:
-    """Put the packed artifact at ``uri`` unless the object there already has the same sha256. True if sent."""
-    digest = artifact_digest(directory)
+def upload_artifact(transport: AwsTransport, directory: Path, uri: str, digest: str | None = None) -> bool:
+    """Put the packed artifact at ``uri`` unless the object there already has the same sha256 (``digest``, when
+    the caller has it already: :func:`artifact_digest` of ``directory``). True if sent."""
+    digest = digest or artifact_digest(directory)
     bucket, key = split_s3(uri)
     try:
         head = transport.call("s3", "HeadObject", {"Bucket": bucket, "Key": key})

@@ -61,7 +61,9 @@ def ec2_inference_resources(spec, ctx: PlanContext) -> list[Resource]:
 def plan_context(loaded, **overrides) -> PlanContext:
     """The offline context for ``loaded``: run id from the spec's digest (an unchanged spec re-planned gets the
     same job name; pass ``run_id`` for a new run), model size from its architecture when known."""
-    values = {"run_id": loaded.digest[:8], "model_size_gib": _model_size_gib(loaded), "source_digest": _source_digest(loaded)}
+    values = {"run_id": loaded.digest[:8], "model_size_gib": _model_size_gib(loaded)}
+    if "source_digest" not in overrides:  # hashing a source tree is not free: a caller that has it passes it
+        values["source_digest"] = _source_digest(loaded)
     values.update(overrides)
     return dataclasses.replace(PlanContext(), **values)
 

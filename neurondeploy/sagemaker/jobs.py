@@ -131,6 +131,7 @@ def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameter
     """Checks, then (unless a job of this deployment still runs) the shared bucket, the source archive and a
     new training job through the executor. Returns at once; :func:`wait_for_job` follows it."""
     from neurondeploy.infra.apply import ensure_bucket, upload_artifact
+    from neurondeploy.infra.archive import artifact_digest
     from neurondeploy.infra.deployment import plan_context
     from neurondeploy.infra.executor import Executor
     from neurondeploy.infra.resources import source_uri
@@ -149,9 +150,10 @@ def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameter
     source = source_directory(loaded)
     on_event = on_event or (lambda message: None)
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
+    digest = artifact_digest(source)  # once: it names the archive and decides whether to upload it
 
     def build(run_id: str):
-        ctx = plan_context(loaded, account_id=account, run_id=run_id)
+        ctx = plan_context(loaded, account_id=account, run_id=run_id, source_digest=digest[:16])
         return ctx, training_job_name(spec, ctx), training_job_resources(spec, ctx)
 
     build(new_run_id())  # pure: a spec the builders refuse stops here, before state or S3 is touched
@@ -179,7 +181,7 @@ def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameter
         ctx, job_name, resources = build(run_id)
         ensure_bucket(transport, spec.region, ctx)
         uri = source_uri(spec, ctx)
-        uploaded = upload_artifact(transport, source, uri)
+        uploaded = upload_artifact(transport, source, uri, digest)
         on_event(f"{'uploaded' if uploaded else 'unchanged, not uploaded again:'} {source} -> {uri}")
         Executor(transport, state, on_event=on_event).apply(spec.name, spec.region, "training", resources,
                                                             spec_digest=loaded.digest, spec_json=spec.model_dump_json())
