@@ -63,9 +63,9 @@ def tiny_artifact(workdir: Path) -> Path:
 
 
 def main() -> None:
-    from neurondeploy.infra.apply import apply_spec
-    from neurondeploy.infra.state import StateStore
-    from neurondeploy.infra.transport import AwsTransport
+    from neurondeploy.engine.apply import apply_spec
+    from neurondeploy.engine.state import StateStore
+    from neurondeploy.aws.transport import AwsTransport
 
     class SlowTransport(AwsTransport):
         def call(self, service, operation, params):

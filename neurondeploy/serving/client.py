@@ -75,7 +75,7 @@ def resolve_target(target: str, state_location: str | None = None) -> Target:
 
 def _from_state(name: str, state_location: str | None) -> Target | None:
     """A deployment applied earlier: its SageMaker endpoint, or its DNS name (else its load balancer's address)."""
-    from neurondeploy.infra.state_s3 import open_state
+    from neurondeploy.engine.state_s3 import open_state
 
     deployment = open_state(state_location).get(name)
     if deployment is None or deployment.kind != "inference":

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.infra.resources import PlanContext
-from neurondeploy.sagemaker.requests import training_environment, training_hyperparameters
+from neurondeploy.resources.model import PlanContext
+from neurondeploy.resources.sagemaker_training import training_environment, training_hyperparameters
 from neurondeploy.specs import LoadedSpec
 from neurondeploy.training.entry import source_directory, with_overrides
 

@@ -14,12 +14,12 @@ import pytest
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.compiler.compile import compile_spec
-from neurondeploy.infra.apply import apply_spec
-from neurondeploy.infra.destroy import destroy
-from neurondeploy.infra.executor import ApplyFailed, Executor
-from neurondeploy.infra.state import StateStore
-from neurondeploy.infra.sweep import find_leftovers
-from neurondeploy.infra.transport import AwsCallError, AwsTransport, is_mutating
+from neurondeploy.engine.apply import apply_spec
+from neurondeploy.engine.destroy import destroy
+from neurondeploy.engine.executor import ApplyFailed, Executor
+from neurondeploy.engine.state import StateStore
+from neurondeploy.engine.sweep import find_leftovers
+from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
 from neurondeploy.specs import parse_spec
 
 pytestmark = pytest.mark.integration
@@ -216,7 +216,7 @@ def test_an_apply_while_another_holds_the_deployment_is_refused_and_state_stays_
 
 
 def test_drift_reports_what_changed_outside_the_tool_from_state_alone(world, artifact, tmp_path, aws):
-    from neurondeploy.infra.drift import drift
+    from neurondeploy.engine.drift import drift
 
     loaded, _ = world
     state = StateStore(tmp_path / "state.db")

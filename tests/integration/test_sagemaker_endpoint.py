@@ -18,17 +18,19 @@ import json
 import pytest
 
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.infra.apply import ApplyError, apply_spec
-from neurondeploy.infra.deployment import plan_context
-from neurondeploy.infra.destroy import destroy
-from neurondeploy.infra.drift import drift
-from neurondeploy.infra.executor import RETIRED, UPDATE_PROGRESS, ApplyFailed, Executor
-from neurondeploy.infra.request_validation import check_request
-from neurondeploy.infra.state import StateStore
-from neurondeploy.infra.sweep import find_leftovers
-from neurondeploy.infra.transport import AwsCallError, AwsTransport
-from neurondeploy.sagemaker import requests as rq
-from neurondeploy.sagemaker.resources import endpoint_resources
+from neurondeploy.engine.uploads import ApplyError
+from neurondeploy.engine.apply import apply_spec
+from neurondeploy.planner.context import plan_context
+from neurondeploy.engine.destroy import destroy
+from neurondeploy.engine.drift import drift
+from neurondeploy.engine.reconcile import RETIRED
+from neurondeploy.engine.executor import UPDATE_PROGRESS, ApplyFailed, Executor
+from neurondeploy.resources.validation import check_request
+from neurondeploy.engine.state import StateStore
+from neurondeploy.engine.sweep import find_leftovers
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.resources import sagemaker_endpoint as rq
+from neurondeploy.resources.sagemaker_endpoint import endpoint_resources
 from neurondeploy.specs import parse_spec
 
 from . import test_apply
@@ -108,7 +110,7 @@ def sagemaker_world(aws, monkeypatch):
 def push_serving_image(aws) -> None:
     """What `docker push` of infra/serving's image leaves in the account's ECR (apply checks it is there)."""
     from neurondeploy import __version__
-    from neurondeploy.sagemaker.requests import SERVING_REPOSITORY
+    from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY
 
     ecr = aws.client("ecr")
     ecr.create_repository(repositoryName=SERVING_REPOSITORY)

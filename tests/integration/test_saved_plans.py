@@ -7,14 +7,15 @@ from pathlib import Path
 import pytest
 
 from neurondeploy.errors import PlanError
-from neurondeploy.planner.plan import build_plan, check_saved_plan, save_plan
+from neurondeploy.planner.plan import build_plan
+from neurondeploy.engine.saved_plans import check_saved_plan, save_plan
 from neurondeploy.specs import load_spec, parse_spec
 
 pytestmark = pytest.mark.integration
 
 
 def test_a_plan_saved_to_s3_is_checked_like_a_file(aws, tmp_path):
-    from neurondeploy.cli import main
+    from neurondeploy.cli.main import main
 
     aws.client("s3").create_bucket(Bucket="team-plans")
     spec = tmp_path / "spec.yaml"

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from neurondeploy.infra.destroy import destroy
-from neurondeploy.infra.executor import Executor
-from neurondeploy.infra.state import DeploymentLocked, ResourceState
-from neurondeploy.infra.state_s3 import S3StateStore, open_state
+from neurondeploy.engine.destroy import destroy
+from neurondeploy.engine.executor import Executor
+from neurondeploy.engine.state import DeploymentLocked, ResourceState
+from neurondeploy.engine.state_s3 import S3StateStore, open_state
 
 from .test_apply import NAME, apply_once, artifact, tagged, transport, world  # noqa: F401  (fixtures)
 
@@ -89,7 +89,7 @@ def test_a_lock_left_by_a_dead_process_on_this_host_is_taken_over_and_unlock_fre
 
 
 def test_a_missing_state_bucket_is_one_clear_error(aws):
-    from neurondeploy.infra.state import StateError
+    from neurondeploy.engine.state import StateError
 
     with pytest.raises(StateError, match="state bucket no-such-bucket"):
         S3StateStore("s3://no-such-bucket/x").get("web")
@@ -110,7 +110,7 @@ def test_the_ec2_template_applies_reapplies_and_destroys_with_state_in_s3(world,
 
 
 def test_the_cli_takes_an_s3_state_location(state_uri, capsys):
-    from neurondeploy.cli import main
+    from neurondeploy.cli.main import main
 
     store = S3StateStore(state_uri)
     with store.lock("web", "us-east-1", "inference"):

@@ -22,13 +22,15 @@ import time
 
 import pytest
 
-from neurondeploy.infra.destroy import DELETE_ORDER, destroy
-from neurondeploy.infra.drift import drift
-from neurondeploy.infra.executor import Executor
-from neurondeploy.infra.resources import DEPLOYMENT_TAG, MANAGED_BY, MANAGED_BY_TAG, Request, Resource
-from neurondeploy.infra.state import ResourceState, StateStore
-from neurondeploy.infra.sweep import UNCHECKED, find_leftovers
-from neurondeploy.infra.transport import AwsTransport
+from neurondeploy.engine.destroy import destroy
+from neurondeploy.engine.sweep import DELETE_ORDER
+from neurondeploy.engine.drift import drift
+from neurondeploy.engine.executor import Executor
+from neurondeploy.resources.naming import DEPLOYMENT_TAG, MANAGED_BY, MANAGED_BY_TAG
+from neurondeploy.resources.model import Request, Resource
+from neurondeploy.engine.state import ResourceState, StateStore
+from neurondeploy.engine.sweep import UNCHECKED, find_leftovers
+from neurondeploy.aws.transport import AwsTransport
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from neurondeploy.infra.transport import AwsCallError, AwsTransport
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neurondeploy.cli import main
+from neurondeploy.cli.main import main
 
 INFERENCE = """\
 kind: inference

@@ -9,12 +9,13 @@ import json
 import pytest
 
 from neurondeploy.errors import PlanError
-from neurondeploy.infra.deployment import deployment_resources, plan_context
-from neurondeploy.infra.refs import find_refs, is_ref, ref
-from neurondeploy.infra.request_validation import validate_request
-from neurondeploy.infra.resources import (
-    DEPLOYMENT_TAG, MANAGED_BY_TAG, PlanContext, Request, Resource, check_resources, creation_order, extract_outputs,
-)
+from neurondeploy.resources.deployment import deployment_resources
+from neurondeploy.planner.context import plan_context
+from neurondeploy.resources.refs import find_refs, is_ref, ref
+from neurondeploy.resources.validation import validate_request
+from neurondeploy.resources.naming import DEPLOYMENT_TAG, MANAGED_BY_TAG
+from neurondeploy.resources.model import PlanContext, Request, Resource, extract_outputs
+from neurondeploy.resources.graph import check_resources, creation_order
 from neurondeploy.specs import InferenceSpec, TrainingSpec
 
 NAME24 = "abcdefghij-klmnopqrst-uv"
@@ -310,7 +311,7 @@ def test_given_availability_zones_and_account_skip_the_lookups():
 
 
 def test_shared_bucket_is_private_and_never_destroyed():
-    from neurondeploy.infra.deployment import shared_bucket_resource
+    from neurondeploy.resources.s3 import shared_bucket_resource
 
     bucket = shared_bucket_resource("eu-west-1", PlanContext(account_id="111122223333"))
     assert bucket.delete == ()

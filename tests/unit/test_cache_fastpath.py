@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from neurondeploy.cli import main
+from neurondeploy.cli.main import main
 from neurondeploy.compiler.cache import STAMP_NS, CompileCache, cache_key
 from neurondeploy.compiler.models import DigestMemo
 

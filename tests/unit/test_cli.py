@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from neurondeploy.cli import main
+from neurondeploy.cli.main import main
 
 HEAVY_MODULES = ("torch", "boto3", "botocore", "transformers", "rich", "pydantic", "yaml")
 
@@ -15,7 +15,7 @@ HEAVY_MODULES = ("torch", "boto3", "botocore", "transformers", "rich", "pydantic
 def test_help_does_not_import_heavy_modules():
     code = (
         "import sys\n"
-        "from neurondeploy.cli import build_parser\n"
+        "from neurondeploy.cli.main import build_parser\n"
         "try:\n    build_parser().parse_args(['--help'])\nexcept SystemExit:\n    pass\n"
         f"print([m for m in {HEAVY_MODULES!r} if m in sys.modules])"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from neurondeploy.infra.iam_policy import iam_action, render, scanned_calls
+from neurondeploy.aws.iam_policy import iam_action, render, scanned_calls
 from neurondeploy.planner.plan import build_plan_for_file
 
 REPO = Path(__file__).parents[2]
@@ -13,7 +13,7 @@ REPO = Path(__file__).parents[2]
 
 def test_committed_policy_matches_the_calls_in_the_code():
     committed = (REPO / "infra" / "iam-policy.json").read_text()
-    assert committed == render(), "regenerate: python -m neurondeploy.infra.iam_policy > infra/iam-policy.json"
+    assert committed == render(), "regenerate: python -m neurondeploy.aws.iam_policy > infra/iam-policy.json"
 
 
 def test_every_request_of_every_template_plan_is_allowed():

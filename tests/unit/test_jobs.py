@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from neurondeploy.sagemaker import jobs
-from neurondeploy.sagemaker.logs import host_of
-from neurondeploy.sagemaker.requests import NAME_MAX
+from neurondeploy.training import jobs
+from neurondeploy.training.logs import host_of
+from neurondeploy.resources.sagemaker import NAME_MAX
 from neurondeploy.training.entry import parse_override
 
 

@@ -8,7 +8,7 @@ import tarfile
 
 from pathlib import Path
 
-from neurondeploy.infra.archive import artifact_digest, pack_artifact
+from neurondeploy.archive import artifact_digest, pack_artifact
 
 REPO = Path(__file__).parents[2]
 

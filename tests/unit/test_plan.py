@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from neurondeploy.errors import PlanError
-from neurondeploy.infra.refs import find_refs
-from neurondeploy.planner.plan import PlanRefused, build_plan, load_saved_plan, save_plan
+from neurondeploy.resources.refs import find_refs
+from neurondeploy.planner.plan import PlanRefused, build_plan
+from neurondeploy.engine.saved_plans import load_saved_plan, save_plan
 from neurondeploy.specs import load_spec, parse_spec
 
 TEMPLATES = sorted((Path(__file__).parents[2] / "templates").glob("*.yaml"))

@@ -9,13 +9,8 @@ import sys
 import pytest
 
 from neurondeploy.errors import AwsRequestError
-from neurondeploy.infra.refs import UnresolvedRef, contains_ref, find_refs, is_ref, ref, resolve
-from neurondeploy.infra.request_validation import (
-    check_request,
-    matches_pattern,
-    uncompilable_patterns,
-    validate_request,
-)
+from neurondeploy.resources.refs import UnresolvedRef, contains_ref, find_refs, is_ref, ref, resolve
+from neurondeploy.resources.validation import check_request, matches_pattern, uncompilable_patterns, validate_request
 
 OWNER_TAGS = [
     {"Key": "neurondeploy:deployment", "Value": "demo"},
@@ -315,7 +310,7 @@ def test_loading_models_needs_neither_botocore_import_at_startup_nor_its_loader(
     # The CLI must start without botocore, and botocore.loaders alone costs ~100 ms of imports.
     code = (
         "import sys\n"
-        "from neurondeploy.infra.request_validation import validate_request\n"
+        "from neurondeploy.resources.validation import validate_request\n"
         "assert 'botocore' not in sys.modules\n"
         "assert validate_request('ec2', 'CreateVpc', {'CidrBlock': '10.0.0.0/16'}) == []\n"
         "assert 'botocore.loaders' not in sys.modules, 'slow path taken'\n"

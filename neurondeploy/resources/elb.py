@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from neurondeploy.infra.refs import ref
-from neurondeploy.infra.resources import Request, Resource, Wait, aws_name, ownership_tags, resource, tag_list
+from neurondeploy.resources.refs import ref
+from neurondeploy.resources.model import Request, Resource, Wait, resource
+from neurondeploy.resources.naming import aws_name, ownership_tags, tag_list
 
 ELB_NAME_MAX = 32  # LoadBalancerName / TargetGroupName
 # ALB-hour list price, us-east-1, unconfirmed (aws.amazon.com/elasticloadbalancing/pricing); LCU charges ignored.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from neurondeploy.infra.transport import AwsCallError, AwsTransport
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 _STARTED_SUFFIX = re.compile(r"-\d{9,}$")  # SageMaker appends the host's start time in epoch seconds

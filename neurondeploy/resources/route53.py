@@ -6,8 +6,8 @@ ours: created first and deleted last, it lets destroy prove a record belongs to 
 
 from __future__ import annotations
 
-from neurondeploy.infra.refs import ref
-from neurondeploy.infra.resources import Request, Resource, Wait, resource
+from neurondeploy.resources.refs import ref
+from neurondeploy.resources.model import Request, Resource, Wait, resource
 
 OWNER_PREFIX = "_neurondeploy."
 TTL_S = 300

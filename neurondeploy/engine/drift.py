@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from neurondeploy.infra.refs import ref, resolve
-from neurondeploy.infra.resources import DEPLOYMENT_TAG, Request, Resource
-from neurondeploy.infra.state import ResourceState, StateStore
-from neurondeploy.infra.sweep import is_gone
-from neurondeploy.infra.transport import AwsCallError, AwsTransport
+from neurondeploy.resources.refs import ref, resolve
+from neurondeploy.resources.naming import DEPLOYMENT_TAG
+from neurondeploy.resources.model import Request, Resource
+from neurondeploy.engine.state import ResourceState, StateStore
+from neurondeploy.engine.sweep import is_gone
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
 
 __all__ = ["CHECKS", "Check", "DriftItem", "drift"]
 

@@ -8,48 +8,36 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 from neurondeploy import __version__, catalog
 from neurondeploy.errors import PlanError
-from neurondeploy.infra.compute import capacity
-from neurondeploy.infra.refs import ref
-from neurondeploy.infra.resources import (
-    PlanContext, account, artifact_uri, aws_name, bucket_name, content_suffix, ownership_tags, partition, source_uri,
-    tag_list,
+from neurondeploy.resources.compute import capacity
+from neurondeploy.resources.model import PlanContext
+from neurondeploy.resources.naming import (
+    account,
+    artifact_uri,
+    aws_name,
+    content_suffix,
+    ownership_tags,
+    partition,
+)
+from neurondeploy.resources.iam import ecr_pull_statements, s3_statements, sagemaker_log_statements
+from neurondeploy.resources.model import Request, Resource, Wait, resource, with_lookups
+from neurondeploy.resources.naming import parent_uri
+
+from neurondeploy.resources.sagemaker import (
+    NAME_MAX, execution_role_arn, execution_role_resources, sagemaker_tags, security_group_resources, vpc_config,
 )
 
 SERVING_REPOSITORY = "neurondeploy-serving"
-NAME_MAX = 63  # model, endpoint config, endpoint and training job names
 VARIANT = "AllTraffic"
 INFERENCE_AMI = "al2-ami-sagemaker-inference-neuron-2"  # facts §1.3, §4.6
 SAGEMAKER_PORT = 8080
 VOLUME_MIN_GIB, VOLUME_MAX_GIB = 30, 512  # ProductionVariantVolumeSizeInGB allows 1-512
 VOLUME_PER_MODEL_GIB = 3  # archive + unpacked model + compiled artifacts / container cache
-TRAINING_VOLUME_GIB = 30  # only for a training type without NVMe (no Neuron type today)
-HYPERPARAMETERS_MAX = 100
-ENVIRONMENT_MAX = 100
 # Read up to optimum-neuron v0.0.22 and removed in PR #610; later TGI images ignore them (facts §4.5).
 OBSOLETE_TGI_ENV = {"HF_BATCH_SIZE": "MAX_BATCH_SIZE", "HF_SEQUENCE_LENGTH": "MAX_TOTAL_TOKENS"}
 _TGI_CAST = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-_JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
-
-
-def execution_role_arn(spec) -> str:
-    return spec.iam.role_arn or ref("execution-role", "Arn")
-
-
-def vpc_config(spec) -> dict | None:
-    """SageMaker joins the VPC only when existing subnets are named; its own group unless groups are given."""
-    net = spec.network
-    if not (net.vpc_id and net.instance_subnet_ids):
-        return None
-    groups = list(net.security_group_ids) or [ref("sg-sagemaker", "GroupId")]
-    return {"SecurityGroupIds": groups, "Subnets": list(net.instance_subnet_ids)}
-
-
-def _tags(spec, **extra: str) -> list[dict]:
-    return tag_list(ownership_tags(spec, **extra))
 
 
 # --- endpoint --------------------------------------------------------------------------------------------
@@ -105,7 +93,7 @@ def create_model_request(spec, ctx: PlanContext) -> dict:
     params = {"PrimaryContainer": container, "ExecutionRoleArn": execution_role_arn(spec)}
     if vpc_config(spec):
         params["VpcConfig"] = vpc_config(spec)
-    tags = _tags(spec)  # in the hash too: a new name for any change, so blue/green never reuses a name
+    tags = sagemaker_tags(spec)  # in the hash too: a new name for any change, so blue/green never reuses a name
     return {"ModelName": aws_name(spec, "model-" + content_suffix({**params, "Tags": tags}), NAME_MAX), **params, "Tags": tags}
 
 
@@ -140,14 +128,14 @@ def create_endpoint_config_request(spec, ctx: PlanContext) -> dict:
     if volume is not None:
         variant["VolumeSizeInGB"] = volume
     params = {"ProductionVariants": [variant]}
-    tags = _tags(spec)
+    tags = sagemaker_tags(spec)
     return {"EndpointConfigName": aws_name(spec, "config-" + content_suffix({**params, "Tags": tags}), NAME_MAX),
             **params, "Tags": tags}
 
 
 def create_endpoint_request(spec, ctx: PlanContext) -> dict:
     return {"EndpointName": aws_name(spec, "", NAME_MAX),
-            "EndpointConfigName": create_endpoint_config_request(spec, ctx)["EndpointConfigName"], "Tags": _tags(spec)}
+            "EndpointConfigName": create_endpoint_config_request(spec, ctx)["EndpointConfigName"], "Tags": sagemaker_tags(spec)}
 
 
 def update_endpoint_request(spec, ctx: PlanContext) -> dict:
@@ -186,114 +174,70 @@ def put_scaling_policy_request(spec) -> dict:
 # --- training ---------------------------------------------------------------------------------------------
 
 
-def training_job_name(spec, ctx: PlanContext) -> str:
-    name = f"{spec.name}-{ctx.run_id}"
-    if len(name) > NAME_MAX or not _JOB_NAME.fullmatch(name):
-        raise PlanError(f"training job name {name!r} must be at most {NAME_MAX} letters, digits and dashes",
-                        f"use a run id of at most {NAME_MAX - len(spec.name) - 1} letters, digits and dashes")
-    return name
+def endpoint_resources(spec, ctx: PlanContext) -> list[Resource]:
+    """Execution role (unless given), model, endpoint config, endpoint, and autoscaling when asked."""
+    image = container_image(spec, ctx)
+    statements = ecr_pull_statements(spec.region, [image]) + sagemaker_log_statements(spec.region, ctx, f"Endpoints/{spec.name}")
+    if spec.deployment.container.kind == "neurondeploy":
+        statements = s3_statements(spec.region, read=[parent_uri(artifact_uri(spec, ctx))]) + statements
+    resources = execution_role_resources(spec, statements, "endpoint") + security_group_resources(spec, training=False)
+
+    model = create_model_request(spec, ctx)
+    config = create_endpoint_config_request(spec, ctx)
+    endpoint = create_endpoint_request(spec, ctx)
+    variant = config["ProductionVariants"][0]
+    resources += [
+        # Models and configs are immutable and named by their content: a change makes new ones beside the old,
+        # which go once the endpoint has moved (blue/green).
+        resource("model", "sagemaker:model", [Request("sagemaker", "CreateModel", model, {"ModelArn": "ModelArn"})],
+                 [Request("sagemaker", "DeleteModel", {"ModelName": model["ModelName"]})],
+                 description=f"Model {model['ModelName']}: {model['PrimaryContainer']['Image']}",
+                 identity=[model["ModelName"]], create_before_delete=True),
+        resource("endpoint-config", "sagemaker:endpoint-config",
+                 [Request("sagemaker", "CreateEndpointConfig", config, {"EndpointConfigArn": "EndpointConfigArn"})],
+                 [Request("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": config["EndpointConfigName"]})],
+                 after=["model"], description=f"{variant['InitialInstanceCount']} × {variant['InstanceType']}",
+                 identity=[config["EndpointConfigName"]], create_before_delete=True),
+        endpoint_resource(spec, ctx, endpoint),
+    ]
+    if spec.deployment.autoscaling:
+        resources.append(endpoint_scaling_resource(spec, variant["InstanceType"]))
+    return with_lookups(resources)
 
 
-def output_uri(spec, ctx: PlanContext) -> str:
-    return spec.output_s3_uri or f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/output"
+def endpoint_resource(spec, ctx: PlanContext, endpoint: dict) -> Resource:
+    """The endpoint; a changed config is rolled out in place with UpdateEndpoint (same ARN, no downtime), checked
+    afterwards: a failed update leaves SageMaker InService on the old config, which must then stay."""
+    name = endpoint["EndpointName"]
+    update = update_endpoint_request(spec, ctx)
+    in_service = Wait("EndpointInService", {"EndpointName": name})
+    return resource("endpoint", "sagemaker:endpoint", [
+        Request("sagemaker", "CreateEndpoint", endpoint, {"EndpointArn": "EndpointArn"}, in_service)],
+        [Request("sagemaker", "DeleteEndpoint", {"EndpointName": name}, wait=Wait("EndpointDeleted", {"EndpointName": name}))],
+        after=["endpoint-config"], description=f"Real-time endpoint {name}", identity=[name], update=[
+            Request("sagemaker", "UpdateEndpoint", update, {"EndpointArn": "EndpointArn"}, in_service),
+            Request("sagemaker", "DescribeEndpoint", {"EndpointName": name},
+                    expect={"EndpointConfigName": update["EndpointConfigName"]})])
 
 
-def training_hyperparameters(spec, ctx: PlanContext) -> dict[str, str]:
-    """JSON-encoded like the SageMaker SDK's framework estimators: the training toolkit json-decodes each
-    value before passing ``--key value`` to the script. Ours: the launch settings, and the parallel layout
-    and precision the reference script reads."""
-    dist = spec.distribution
-    ours = {
-        "sagemaker_program": spec.entry_point,
-        "sagemaker_submit_directory": source_uri(spec, ctx),
-        "sagemaker_torch_distributed_enabled": True,  # torchrun: the only strategy on Trainium (facts §4.1)
-        "sagemaker_region": spec.region,
-        "tensor_parallel_size": dist.tensor_parallel,
-        "pipeline_parallel_size": dist.pipeline_parallel,
-        "zero1": dist.zero1,
-        "precision": dist.precision,
-        "gradient_checkpointing": dist.gradient_checkpointing,
-        "checkpoint_every_steps": spec.checkpoint.every_steps,
-    }
-    clash = sorted(set(ours) & set(spec.hyperparameters))
-    if clash:
-        raise PlanError(f"hyperparameters {', '.join(clash)} are set by neurondeploy from the spec",
-                        "remove them from hyperparameters; set distribution / checkpoint / entry_point instead")
-    values = {**spec.hyperparameters, **ours}
-    if len(values) > HYPERPARAMETERS_MAX:
-        raise PlanError(f"{len(values)} hyperparameters; SageMaker allows {HYPERPARAMETERS_MAX}", "remove some")
-    return {key: json.dumps(value) for key, value in values.items()}
-
-
-# --auto-cast=none everywhere: autocast happens in torch (bf16-autocast), or the weights are already bf16
-# (stochastic rounding), or fp32 was asked for; a compiler down-cast on top would change the numerics (facts §3.3).
-_CC_FLAGS = {"fp32": "--model-type transformer --auto-cast=none",
-             "bf16-autocast": "--model-type transformer --auto-cast=none",
-             "bf16-stochastic-rounding": "--model-type transformer --auto-cast=none"}
-
-
-def training_environment(spec) -> dict[str, str]:
-    instance = catalog.get_instance(spec.instance_type)
-    env = {"NEURON_CC_FLAGS": _CC_FLAGS[spec.distribution.precision],
-           # Read by the reference script (no SageMaker field carries them; hyperparameters are nearly full).
-           "NEURONDEPLOY_MICROBATCHES": str(spec.distribution.microbatches),
-           "NEURONDEPLOY_CHECKPOINT_DIR": spec.checkpoint.local_path,
-           "NEURONDEPLOY_RESUME": "1" if spec.checkpoint.resume else "0"}
-    if spec.compile_cache_uri:
-        env["NEURON_COMPILE_CACHE_URL"] = spec.compile_cache_uri
-    if spec.parallel_compile:
-        env["RUN_NEURON_PARALLEL_COMPILE"] = "1"  # the toolkit prefixes torchrun with neuron_parallel_compile
-        if instance.name == "trn1.2xlarge":
-            env["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] = "1"  # little host memory (facts §3.2)
-    if spec.distribution.precision == "bf16-stochastic-rounding":
-        env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"
-    if spec.instance_count > 1 and instance.multi_node:
-        # The container sets these only for types in its lists, which miss ml.trn1n.32xlarge (facts §4.1).
-        env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1",
-                    "MALLOC_ARENA_MAX": "64"})
-    env.update(spec.environment)
-    if len(env) > ENVIRONMENT_MAX:
-        raise PlanError(f"{len(env)} environment variables; SageMaker allows {ENVIRONMENT_MAX}", "remove some from environment")
-    return env
-
-
-def input_data_config(spec) -> list[dict]:
-    channels = []
-    for name, channel in spec.inputs.items():
-        if not channel.s3_uri:
-            raise PlanError(f"input channel {name} has only local_path; SageMaker reads channels from S3",
-                            f"set inputs.{name}.s3_uri")
-        channels.append({"ChannelName": name, "DataSource": {"S3DataSource": {
-            "S3DataType": "S3Prefix", "S3Uri": channel.s3_uri, "S3DataDistributionType": channel.distribution}}})
-    return channels
-
-
-def create_training_job_request(spec, ctx: PlanContext) -> dict:
-    instance = catalog.get_instance(spec.instance_type)
-    resources = {"InstanceType": instance.sagemaker_name, "InstanceCount": spec.instance_count}
-    if not instance.nvme_instance_storage:  # VolumeSizeInGB is optional in ResourceConfig; NVMe types refuse it
-        resources["VolumeSizeInGB"] = TRAINING_VOLUME_GIB
-    stopping = {"MaxRuntimeInSeconds": spec.max_runtime_s}
-    params = {
-        "TrainingJobName": training_job_name(spec, ctx),
-        "AlgorithmSpecification": {
-            "TrainingImage": spec.image_uri or catalog.neuron_image("training", spec.region, spec.neuron_sdk_version),
-            "TrainingInputMode": "File"},
-        "RoleArn": execution_role_arn(spec),
-        "HyperParameters": training_hyperparameters(spec, ctx),
-        "OutputDataConfig": {"S3OutputPath": output_uri(spec, ctx)},
-        "ResourceConfig": resources,
-        "StoppingCondition": stopping,
-        "Environment": training_environment(spec),
-        "Tags": _tags(spec, **{"neurondeploy:run-id": ctx.run_id}),
-    }
-    if spec.inputs:
-        params["InputDataConfig"] = input_data_config(spec)
-    if spec.checkpoint.s3_uri:
-        params["CheckpointConfig"] = {"S3Uri": spec.checkpoint.s3_uri, "LocalPath": spec.checkpoint.local_path}
-    if spec.spot.enabled:
-        params["EnableManagedSpotTraining"] = True
-        stopping["MaxWaitTimeInSeconds"] = spec.spot.max_wait_s
-    if vpc_config(spec):
-        params["VpcConfig"] = vpc_config(spec)
-    return params
+def endpoint_scaling_resource(spec, instance_type: str) -> Resource:
+    """Scalable target + target-tracking policy. RegisterScalableTarget and PutScalingPolicy update what exists,
+    so new capacities are sent in place. The variant's instance type is part of its identity: SageMaker refuses an
+    UpdateEndpoint that changes the type of a registered variant, so such a change deregisters it first (the
+    executor deletes replaced resources before updates) and registers it again after the endpoint moved."""
+    target = register_scalable_target_request(spec)
+    policy = Request("application-autoscaling", "PutScalingPolicy", put_scaling_policy_request(spec), {"PolicyARN": "PolicyARN"})
+    key = {k: target[k] for k in ("ServiceNamespace", "ResourceId", "ScalableDimension")}
+    return resource("endpoint-scaling", "application-autoscaling:scalable-target", [
+        Request("application-autoscaling", "RegisterScalableTarget", target, {"ScalableTargetARN": "ScalableTargetARN"}), policy],
+        # Deregistering removes the target's policies on AWS (not in moto 5.2.5); SageMaker's guide deletes them
+        # first, so do both: an already missing policy counts as deleted.
+        [Request("application-autoscaling", "DeleteScalingPolicy",
+                 {k: policy.params[k] for k in ("PolicyName", "ServiceNamespace", "ResourceId", "ScalableDimension")}),
+         Request("application-autoscaling", "DeregisterScalableTarget", key)],
+        after=["endpoint"],  # the variant must exist (InService) to be registered
+        description=f"{target['MinCapacity']}-{target['MaxCapacity']} instances, target tracking on "
+                    "SageMakerVariantInvocationsPerInstance",
+        identity=[target["ResourceId"], target["ScalableDimension"], instance_type],
+        update=[Request("application-autoscaling", "RegisterScalableTarget",  # tags stay as created
+                        {k: v for k, v in target.items() if k != "Tags"}), policy])

@@ -24,13 +24,20 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Iterator
 
-from neurondeploy.infra.state import DeploymentLocked, DeploymentState, ResourceState, StateError, _alive, _bytes_as_size
+from neurondeploy.engine.state import (
+    DeploymentLocked,
+    DeploymentState,
+    ResourceState,
+    StateError,
+    _alive,
+    _bytes_as_size,
+)
 
 
 class S3StateStore:
     def __init__(self, uri: str, transport=None) -> None:
-        from neurondeploy.infra.resources import split_s3
-        from neurondeploy.infra.transport import AwsTransport
+        from neurondeploy.resources.naming import split_s3
+        from neurondeploy.aws.transport import AwsTransport
 
         self.uri = uri.rstrip("/")
         self.bucket, prefix = split_s3(self.uri)
@@ -48,7 +55,7 @@ class S3StateStore:
         return f"{self.prefix}{kind}/{name}.json"
 
     def _read(self, key: str) -> dict | None:
-        from neurondeploy.infra.transport import AwsCallError
+        from neurondeploy.aws.transport import AwsCallError
 
         try:
             body = self.transport.call("s3", "GetObject", {"Bucket": self.bucket, "Key": key})["Body"].read()
@@ -93,7 +100,7 @@ class S3StateStore:
                     self._delete(self._key("locks", name))
 
     def _acquire(self, name: str) -> None:
-        from neurondeploy.infra.transport import AwsCallError
+        from neurondeploy.aws.transport import AwsCallError
 
         me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "token": self.token}
         for _ in range(2):  # a second time only after taking over a dead holder's lock
@@ -178,7 +185,7 @@ def open_state(location=None):
     local default."""
     from pathlib import Path
 
-    from neurondeploy.infra.state import StateStore
+    from neurondeploy.engine.state import StateStore
 
     location = str(location) if location else os.environ.get("NEURONDEPLOY_STATE")
     if location and location.startswith("s3://"):

@@ -1,7 +1,7 @@
 """Resources as data: what `apply` creates and `destroy` deletes, as exact boto3 requests.
 
 Builders are pure: they take a spec and a :class:`PlanContext` and return :class:`Resource` objects. IDs
-that exist only after an earlier request are ``${resource.Attribute}`` refs (:mod:`neurondeploy.infra.refs`);
+that exist only after an earlier request are ``${resource.Attribute}`` refs (:mod:`neurondeploy.resources.refs`);
 ``Request.outputs`` says where each attribute is found in that request's response.
 
 Contract with the executor:
@@ -23,18 +23,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from neurondeploy import __version__
-from neurondeploy.errors import PlanError
-from neurondeploy.infra.refs import find_refs, ref
+from neurondeploy.resources.refs import find_refs
 
-DEPLOYMENT_TAG = "neurondeploy:deployment"
-MANAGED_BY_TAG = "neurondeploy:managed-by"
-MANAGED_BY = "neurondeploy"
 
 # Latest Neuron DLAMI that still ships PyTorch 2.9 + torch-neuronx (the 2.32 multi-framework DLAMI dropped
 # torch-neuronx; facts §0). [NSDK] deploy/environments/dlami.rst, "SSM Parameter Prefix" (SDK 2.28-2.31 docs).
@@ -139,95 +134,7 @@ class PlanContext:
 # --- names and tags ------------------------------------------------------------------------------------
 
 
-def aws_name(spec, suffix: str, limit: int) -> str:
-    """``<spec.name>-<suffix>``, refused when over a service's length limit (specs cap names at 24)."""
-    name = f"{spec.name}-{suffix}" if suffix else spec.name
-    if len(name) > limit:
-        raise PlanError(f"AWS name {name!r} is {len(name)} characters; the limit is {limit}",
-                        f"shorten the spec name to {limit - len(suffix) - 1} characters")
-    return name
-
-
-def content_suffix(params: Mapping) -> str:
-    """8 hex characters of the params' hash: immutable SageMaker objects get a new name when they change."""
-    text = json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
-
-
-def ownership_tags(spec, **extra: str) -> dict[str, str]:
-    # Ours last: the spec refuses reserved prefixes, and ownership must never be overridden.
-    return {**spec.tags, **extra, DEPLOYMENT_TAG: spec.name, MANAGED_BY_TAG: MANAGED_BY}
-
-
-def tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
-    return [{"Key": key, "Value": value} for key, value in tags.items()]
-
-
-def ec2_tags(spec, resource_type: str, name: str | None = None) -> list[dict]:
-    """``TagSpecifications`` for an EC2 create call; ``Name`` shows in the console unless the spec sets it."""
-    tags = ownership_tags(spec)
-    if name and "Name" not in tags:
-        tags = {"Name": name, **tags}
-    return [{"ResourceType": resource_type, "Tags": tag_list(tags)}]
-
-
 # --- regions, ARNs and S3 ------------------------------------------------------------------------------
-
-
-def partition(region: str) -> str:
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    return "aws"
-
-
-def account(ctx: PlanContext) -> str:
-    return ctx.account_id or ref("account", "Account")
-
-
-def bucket_name(region: str, ctx: PlanContext) -> str:
-    # Shared across deployments (like SageMaker's sagemaker-<region>-<account>): holds training outputs that
-    # must outlive `destroy`, so it is not a deployment resource (see deployment.shared_bucket_resource).
-    return ctx.bucket or f"neurondeploy-{account(ctx)}-{region}"
-
-
-def artifact_uri(spec, ctx: PlanContext) -> str:
-    return ctx.artifact_s3_uri or f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/artifact/model.tar.gz"
-
-
-def source_uri(spec, ctx: PlanContext) -> str:
-    archive = f"sourcedir-{ctx.source_digest or ctx.run_id}.tar.gz"
-    return ctx.source_s3_uri or f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/source/{archive}"
-
-
-_S3 = re.compile(r"^s3://([^/]+)/?(.*)$")
-
-
-def split_s3(uri: str) -> tuple[str, str]:
-    match = _S3.match(uri)
-    if not match:
-        raise PlanError(f"{uri!r} is not an S3 URI", "write it as s3://bucket/prefix")
-    return match[1], match[2]
-
-
-def s3_prefix_arn(uri: str, region: str, *, parent: bool = False) -> str:
-    """ARN of every object under ``uri`` (``parent``: under the directory holding the object ``uri``)."""
-    bucket, key = split_s3(uri)
-    if parent:
-        key = key.rsplit("/", 1)[0] if "/" in key else ""
-    key = key.strip("/")
-    return f"arn:{partition(region)}:s3:::{bucket}/{key + '/' if key else ''}*"
-
-
-def parent_uri(uri: str) -> str:
-    """The "directory" holding the object ``uri``: s3://b/a/model.tar.gz -> s3://b/a/."""
-    bucket, key = split_s3(uri)
-    return f"s3://{bucket}/{key.rsplit('/', 1)[0] + '/' if '/' in key else ''}"
-
-
-def s3_bucket_arn(uri: str, region: str) -> str:
-    return f"arn:{partition(region)}:s3:::{split_s3(uri)[0]}"
 
 
 # --- resource helpers ----------------------------------------------------------------------------------
@@ -268,79 +175,6 @@ def with_lookups(resources: list[Resource]) -> list[Resource]:
 
 
 # --- checks and order -----------------------------------------------------------------------------------
-
-
-def check_resources(resources: Iterable[Resource]) -> list[str]:
-    """Structural problems: duplicate or malformed names, unknown dependencies, refs to resources not
-    depended on (transitively) or to attributes no request outputs, and dependency cycles."""
-    resources = list(resources)
-    problems: list[str] = []
-    by_name: dict[str, Resource] = {}
-    for r in resources:
-        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", r.name):
-            problems.append(f"{r.name}: name must match [a-z0-9][a-z0-9-]*")
-        if r.name in by_name:
-            problems.append(f"{r.name}: defined twice")
-        by_name[r.name] = r
-    for r in resources:
-        for dep in r.depends_on:
-            if dep not in by_name:
-                problems.append(f"{r.name}: depends on unknown resource {dep}")
-    closure = _closures(by_name)
-    for r in resources:
-        for res, attr in sorted(r.refs()):
-            if res not in by_name:
-                problems.append(f"{r.name}: ${{{res}.{attr}}} names no resource")
-                continue
-            if res != r.name and res not in closure.get(r.name, set()):
-                problems.append(f"{r.name}: uses ${{{res}.{attr}}} but does not depend on {res}")
-            if attr not in by_name[res].outputs:
-                problems.append(f"{r.name}: ${{{res}.{attr}}}: {res} outputs only {sorted(by_name[res].outputs)}")
-    try:
-        creation_order(resources)
-    except PlanError as exc:
-        problems.append(exc.message)
-    return problems
-
-
-def _closures(by_name: Mapping[str, Resource]) -> dict[str, set[str]]:
-    result: dict[str, set[str]] = {}
-    for name in by_name:
-        seen: set[str] = set()
-        stack = list(by_name[name].depends_on)
-        while stack:
-            dep = stack.pop()
-            if dep in seen or dep not in by_name:
-                continue
-            seen.add(dep)
-            stack.extend(by_name[dep].depends_on)
-        result[name] = seen
-    return result
-
-
-def creation_order(resources: Iterable[Resource]) -> list[Resource]:
-    """Dependencies first; ties keep the builders' order. Raises PlanError on a cycle."""
-    resources = list(resources)
-    by_name = {r.name: r for r in resources}
-    order: list[Resource] = []
-    state: dict[str, int] = {}  # 1 visiting, 2 done
-
-    def visit(r: Resource, path: tuple[str, ...]) -> None:
-        if state.get(r.name) == 2:
-            return
-        if state.get(r.name) == 1:
-            cycle = " -> ".join(path[path.index(r.name):] + (r.name,))
-            raise PlanError(f"dependency cycle: {cycle}", "this is a bug in a request builder")
-        state[r.name] = 1
-        for dep in r.depends_on:
-            if dep in by_name:
-                visit(by_name[dep], path + (r.name,))
-        state[r.name] = 2
-        order.append(r)
-
-    for r in resources:
-        visit(r, ())
-    return order
 
 
 # --- outputs --------------------------------------------------------------------------------------------

@@ -21,9 +21,9 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.infra.transport import AwsCallError, AwsTransport
-from neurondeploy.infra.sweep import is_gone
-from neurondeploy.sagemaker.logs import LOG_GROUP, LogTailer
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.engine.sweep import is_gone
+from neurondeploy.training.logs import LOG_GROUP, LogTailer
 from neurondeploy.training.entry import source_directory, with_overrides
 
 EXIT_JOB_FAILED = 9  # the job ended Failed (its FailureReason is printed); as a failed script in train --local
@@ -130,15 +130,15 @@ def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameter
                        on_event: Callable[[str], None] | None = None) -> StartedJob:
     """Checks, then (unless a job of this deployment still runs) the shared bucket, the source archive and a
     new training job through the executor. Returns at once; :func:`wait_for_job` follows it."""
-    from neurondeploy.infra.apply import ensure_bucket, upload_artifact
-    from neurondeploy.infra.archive import artifact_digest
-    from neurondeploy.infra.deployment import plan_context
-    from neurondeploy.infra.executor import Executor
-    from neurondeploy.infra.resources import source_uri
+    from neurondeploy.engine.uploads import ensure_bucket, upload_artifact
+    from neurondeploy.archive import artifact_digest
+    from neurondeploy.planner.context import plan_context
+    from neurondeploy.engine.executor import Executor
+    from neurondeploy.resources.naming import source_uri
     from neurondeploy.planner.checks import errors_of, run_checks
     from neurondeploy.planner.plan import PlanRefused
-    from neurondeploy.sagemaker.requests import training_job_name
-    from neurondeploy.sagemaker.resources import training_job_resources
+    from neurondeploy.resources.sagemaker_training import training_job_name
+    from neurondeploy.resources.sagemaker_training import training_job_resources
 
     loaded = with_overrides(loaded, hyperparameters or {})
     spec = loaded.spec
@@ -270,7 +270,7 @@ def report_outcome(job: dict, console) -> int:
 
 
 def _state(args):
-    from neurondeploy.infra.state_s3 import open_state
+    from neurondeploy.engine.state_s3 import open_state
 
     return open_state(getattr(args, "state", None))
 

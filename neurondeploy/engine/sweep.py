@@ -10,7 +10,7 @@ resource by hand: destroy does not trust state alone. :func:`find_leftovers` ask
   ARN of a type the describes cover counts only if a describe confirms it; the describes win duplicates.
 
 Route 53 records cannot be tagged: in the given hosted zones, ours are the ownership TXT records
-``_neurondeploy.<record_name>`` whose value is ``"deployment=<name>"`` (:mod:`neurondeploy.infra.dns`), the
+``_neurondeploy.<record_name>`` whose value is ``"deployment=<name>"`` (:mod:`neurondeploy.resources.route53`), the
 A/AAAA/CNAME records at the names they vouch for, and the DNS-validation CNAMEs of our certificates at such
 names.
 
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.infra.dns import OWNER_PREFIX
-from neurondeploy.infra.iam import ROLE_PATH
-from neurondeploy.infra.resources import DEPLOYMENT_TAG
-from neurondeploy.infra.transport import AwsCallError, AwsTransport
+from neurondeploy.resources.route53 import OWNER_PREFIX
+from neurondeploy.resources.iam import ROLE_PATH
+from neurondeploy.resources.naming import DEPLOYMENT_TAG
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
 
 # Deletion order of leftover types: dependents first. The issue's order is a subsequence:
 # instances -> target registration -> listeners -> ALB -> target group -> certificate -> records -> security
@@ -165,7 +165,7 @@ def list_hosted_zones(transport: AwsTransport) -> list[str]:
 
 class _Paged:
     """``_Paged(transport).call(service, operation, params)``: every page of a paginated list call (each one
-    a ``transport.call``). Spelt like a call so that :mod:`neurondeploy.infra.iam_policy` sees the operation."""
+    a ``transport.call``). Spelt like a call so that :mod:`neurondeploy.aws.iam_policy` sees the operation."""
 
     def __init__(self, transport: AwsTransport, token_in: str = "NextToken", token_out: str | None = None) -> None:
         self.transport, self.token_in, self.token_out = transport, token_in, token_out or token_in

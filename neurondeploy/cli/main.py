@@ -46,7 +46,8 @@ def cmd_validate(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from neurondeploy.planner.plan import build_plan_for_file, save_plan
+    from neurondeploy.planner.plan import build_plan_for_file
+    from neurondeploy.engine.saved_plans import save_plan
 
     plan = build_plan_for_file(args.spec)
     if args.out:
@@ -54,20 +55,20 @@ def cmd_plan(args) -> int:
     if args.json:
         _print_json(plan.model_dump(mode="json"))
     else:
-        from neurondeploy.planner.render import render_plan
+        from neurondeploy.cli.render import render_plan
 
         render_plan(plan, _console())
     return 0 if plan.all_validated else 3
 
 
 def cmd_size(args) -> int:
-    from neurondeploy.planner.size_command import run_size
+    from neurondeploy.planner.size import run_size
 
     result = run_size(args)
     if args.json:
         _print_json(result)
     else:
-        from neurondeploy.planner.render import render_size
+        from neurondeploy.cli.render import render_size
 
         render_size(result, _console())
     return 0 if result["options"] else 3
@@ -172,27 +173,27 @@ def cmd_apply(args) -> int:
 
 
 def _state(args):
-    from neurondeploy.infra.state_s3 import open_state
+    from neurondeploy.engine.state_s3 import open_state
 
     return open_state(args.state)
 
 
 def _transport(region: str, args):
-    from neurondeploy.infra.transport import AwsTransport
+    from neurondeploy.aws.transport import AwsTransport
 
     console = _console_err()
     return AwsTransport(region, wait_delay_s=args.wait_delay_s, on_progress=lambda message: console.print(f"  {message}"))
 
 
 def _apply_cloud(args) -> int:
-    from neurondeploy.infra.apply import apply_spec
+    from neurondeploy.engine.apply import apply_spec
     from neurondeploy.specs import load_spec
 
     loaded = load_spec(args.spec)
     console = _console_err()
     transport = _transport(loaded.spec.region, args)
     if args.plan:
-        from neurondeploy.planner.plan import check_saved_plan
+        from neurondeploy.engine.saved_plans import check_saved_plan
 
         check_saved_plan(args.plan, loaded, transport)
         console.print(f"applying the plan reviewed in {args.plan} (spec sha256 {loaded.digest[:12]}, requests unchanged)")
@@ -219,8 +220,8 @@ def _apply_cloud(args) -> int:
 
 
 def cmd_destroy(args) -> int:
-    from neurondeploy.infra.destroy import destroy
-    from neurondeploy.infra.executor import Executor
+    from neurondeploy.engine.destroy import destroy
+    from neurondeploy.engine.executor import Executor
 
     state = _state(args)
     recorded = state.get(args.name)
@@ -258,7 +259,7 @@ def cmd_status(args) -> int:
                 "resources": [{"name": r.name, "type": r.type, "complete": r.complete, "outputs": r.outputs}
                               for r in deployment.resources.values()]}
         if deployment.kind == "training":  # the job's live state, from DescribeTrainingJob
-            from neurondeploy.sagemaker.jobs import training_job_status
+            from neurondeploy.training.jobs import training_job_status
 
             item["training_job"] = training_job_status(deployment, args.wait_delay_s)
         data.append(item)
@@ -285,7 +286,7 @@ def cmd_status(args) -> int:
 
 
 def cmd_drift(args) -> int:
-    from neurondeploy.infra.drift import drift
+    from neurondeploy.engine.drift import drift
 
     state = _state(args)
     recorded = state.get(args.name)
@@ -335,19 +336,19 @@ def cmd_train(args) -> int:
         if args.json:
             _print_json(result.as_dict())
         return result.exit_code
-    from neurondeploy.sagemaker.jobs import run_training_job
+    from neurondeploy.training.jobs import run_training_job
 
     return run_training_job(loaded, args, hyperparameters=overrides, console=_console_err())
 
 
 def cmd_stop(args) -> int:
-    from neurondeploy.sagemaker.jobs import stop_training_job
+    from neurondeploy.training.jobs import stop_training_job
 
     return stop_training_job(args, console=_console_err())
 
 
 def cmd_logs(args) -> int:
-    from neurondeploy.sagemaker.jobs import print_training_logs
+    from neurondeploy.training.jobs import print_training_logs
 
     return print_training_logs(args)
 

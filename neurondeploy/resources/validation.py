@@ -26,7 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from neurondeploy.errors import AwsRequestError
-from neurondeploy.infra.refs import contains_ref, is_ref
+from neurondeploy.resources.refs import contains_ref, is_ref
 
 __all__ = ["check_request", "validate_request", "matches_pattern", "uncompilable_patterns"]
 

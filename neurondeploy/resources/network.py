@@ -11,8 +11,9 @@ import ipaddress
 from dataclasses import dataclass
 
 from neurondeploy.errors import PlanError
-from neurondeploy.infra.refs import ref
-from neurondeploy.infra.resources import PlanContext, Request, Resource, Wait, ec2_tags, lookup, resource
+from neurondeploy.resources.refs import ref
+from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, lookup, resource
+from neurondeploy.resources.naming import ec2_tags
 
 # List prices, us-east-1, unconfirmed (aws.amazon.com/vpc/pricing: NAT gateway $0.045/h plus $0.045/GB
 # processed, ignored here; public IPv4 address $0.005/h since 2024-02).

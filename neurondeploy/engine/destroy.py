@@ -2,7 +2,7 @@
 
 1. recorded: :meth:`Executor.destroy_recorded` sends each recorded resource's delete requests, dependents
    first. The hosted zones of its DNS records are read from state before that empties it.
-2. sweep: :func:`~neurondeploy.infra.sweep.find_leftovers` (tags, per-service describes, ownership TXT
+2. sweep: :func:`~neurondeploy.engine.sweep.find_leftovers` (tags, per-service describes, ownership TXT
    records in those zones) and deletes what it finds in :data:`DELETE_ORDER`, retrying "still in use"
    answers with a bounded backoff (a deleted ALB's or instance's network interfaces hold a security group for
    minutes on AWS).
@@ -21,13 +21,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.infra.executor import Executor
-from neurondeploy.infra.state import DeploymentLocked, DeploymentState, StateStore
-from neurondeploy.infra.sweep import (
-    DELETE_ORDER, UNCHECKED, Leftover, delete_leftover, find_leftovers, find_owned_records, is_retryable,
-    zone_id, list_hosted_zones, record_exists, release_security_groups, sort_leftovers,
+from neurondeploy.engine.executor import Executor
+from neurondeploy.engine.state import DeploymentLocked, DeploymentState, StateStore
+from neurondeploy.engine.sweep import (
+    DELETE_ORDER,
+    UNCHECKED,
+    Leftover,
+    delete_leftover,
+    find_leftovers,
+    find_owned_records,
+    is_retryable,
+    zone_id,
+    list_hosted_zones,
+    record_exists,
+    release_security_groups,
+    sort_leftovers,
 )
-from neurondeploy.infra.transport import AwsCallError, AwsTransport
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
 
 __all__ = ["DELETE_ORDER", "DestroyReport", "delete_orphans", "destroy", "recorded_hosted_zones"]
 # Owned by another recorded resource (the Auto Scaling group's instances and target registrations): not orphans.

@@ -5,7 +5,7 @@ builders, ``transport.call("s3", "PutObject", ...)`` in apply, destroy, sweep an
 botocore waiters — so the source is scanned for them (no AWS, no spec needed). ``infra/iam-policy.json`` is this
 module's output, and a test fails when code gains a call the committed policy does not allow:
 
-    python -m neurondeploy.infra.iam_policy > infra/iam-policy.json
+    python -m neurondeploy.aws.iam_policy > infra/iam-policy.json
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]
-SCANNED = ("infra", "sagemaker", "serving", "compiler")
+SCANNED = ("resources", "aws", "engine", "compiler", "serving", "training")
 # IAM's service prefixes where they differ from the boto3 client name.
 IAM_PREFIX = {"elbv2": "elasticloadbalancing", "resourcegroupstaggingapi": "tag", "sagemaker-runtime": "sagemaker"}
 # S3 operations whose IAM action has another name (S3 authorizes by action, not by API name).

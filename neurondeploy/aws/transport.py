@@ -69,7 +69,7 @@ class AwsTransport:
         from botocore import xform_name
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from neurondeploy.infra.request_validation import check_request
+        from neurondeploy.resources.validation import check_request
 
         check_request(service, operation, params)
         client = self.client(service)

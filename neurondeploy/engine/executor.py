@@ -2,7 +2,7 @@
 
 Reconcile: a resource recorded complete with the same create requests is left alone (no call at all); one
 recorded half-way resumes at its next request; one no longer desired is deleted. One whose requests changed
-(:func:`~neurondeploy.infra.resources.content_hash`) is, by its ``identity``:
+(:func:`~neurondeploy.resources.model.content_hash`) is, by its ``identity``:
 
 - updated in place when its identity stayed and it has ``update`` requests (a SageMaker endpoint moved to a new
   endpoint config): its dependents stay; progress is kept in its outputs under ``_update``, so a failed update
@@ -27,12 +27,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.infra.refs import resolve
-from neurondeploy.infra.resources import (
-    Request, Resource, content_hash, creation_order, extract_outputs, identity_digest, recorded_identity,
+from neurondeploy.resources.refs import resolve
+from neurondeploy.resources.model import (
+    Request,
+    Resource,
+    content_hash,
+    extract_outputs,
 )
-from neurondeploy.infra.state import DeploymentState, ResourceState, StateStore
-from neurondeploy.infra.transport import AwsCallError, AwsTransport, is_mutating
+from neurondeploy.resources.graph import creation_order
+from neurondeploy.engine.state import DeploymentState, ResourceState, StateStore
+from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
+from neurondeploy.engine.reconcile import RETIRED, deletion_order, is_retired, reconcile
 
 # Codes meaning "it is already gone": destroy treats them as success. ValidationError only with a message that
 # says so (autoscaling and SageMaker report a missing name that way).
@@ -51,7 +56,6 @@ ALREADY_DONE = frozenset({
     ("AddRoleToInstanceProfile", "LimitExceeded"),  # a profile holds one role: ours, added the first time
 })
 OUTPUT_RETRIES = 10  # ACM fills in DNS validation records a few seconds after RequestCertificate
-RETIRED = "~"  # state name of a blue/green resource's previous object: <name>~<its create hash>
 UPDATE_PROGRESS = "_update"  # outputs key of an in-place update under way: {"hash": new content hash, "done": n}
 
 
@@ -66,70 +70,6 @@ class ApplyResult:
     deleted: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)  # in place (same identity)
     seconds: float = 0.0
-
-
-@dataclass
-class Reconcile:
-    """What an apply does to recorded resources before creating what is missing."""
-
-    doomed: list[str] = field(default_factory=list)  # delete first: no longer desired, or replaced
-    retire: list[str] = field(default_factory=list)  # blue/green: keep until the apply is done, then delete
-    update: list[str] = field(default_factory=list)  # in place
-
-
-def reconcile(before: DeploymentState | None, ordered: list[Resource]) -> Reconcile:
-    """Classify recorded resources against the desired ones (``ordered``: dependencies first); module doc."""
-    plan = Reconcile()
-    if before is None:
-        return plan
-    recorded = {n: r for n, r in before.resources.items() if not is_retired(n)}
-    desired = {r.name for r in ordered}
-    replaced: set[str] = set()  # deleted first: everything depending on it must go first and follow
-    retired: set[str] = set()  # a new object beside the old one: what uses its ids (refs) must follow
-    for resource in ordered:
-        record = recorded.get(resource.name)
-        uses = {name for name, _ in resource.refs()}
-        under_replaced = any(dep in replaced for dep in resource.depends_on)  # goes first, so this goes before it
-        following = under_replaced or any(dep in retired and dep in uses for dep in resource.depends_on)
-        if record is None or (record.create_hash == content_hash(resource) and not following):
-            continue
-        same_identity = bool(resource.identity) and recorded_identity(record.create_hash) == identity_digest(resource.identity)
-        if under_replaced:
-            replaced.add(resource.name)
-        elif record.complete and same_identity and resource.update:
-            plan.update.append(resource.name)
-        elif record.complete and resource.create_before_delete and resource.identity and not same_identity:
-            plan.retire.append(resource.name)
-            retired.add(resource.name)
-        else:
-            replaced.add(resource.name)
-    doomed = {n for n in recorded if n not in desired} | replaced
-    plan.doomed = sorted(doomed, key=lambda n: -before.resources[n].sequence)
-    return plan
-
-
-def is_retired(name: str) -> bool:
-    return RETIRED in name
-
-
-def deletion_order(records: dict[str, ResourceState], names) -> list[ResourceState]:
-    """``names`` of ``records`` dependents first (by recorded dependencies, then newest first): an endpoint
-    updated in place keeps its old sequence while the config it now uses is newer."""
-    order: list[str] = []
-    seen: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in seen or name not in records:
-            return
-        seen.add(name)
-        for dependency in records[name].depends_on:
-            visit(dependency)
-        order.append(name)
-
-    for record in sorted(records.values(), key=lambda r: r.sequence):
-        visit(record.name)
-    wanted = set(names)
-    return [records[n] for n in reversed(order) if n in wanted]
 
 
 def _serialise(requests: tuple[Request, ...]) -> list[dict]:
@@ -406,7 +346,7 @@ class Executor:
 
     def destroy_recorded(self, name: str) -> ApplyResult:
         """Delete every resource recorded for ``name``, dependents first. The tag sweep and verification are
-        in :mod:`neurondeploy.infra.destroy`."""
+        in :mod:`neurondeploy.engine.destroy`."""
         result = ApplyResult()
         deployment = self.state.get(name)
         if deployment is None:

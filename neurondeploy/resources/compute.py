@@ -13,10 +13,9 @@ import json
 import shlex
 
 from neurondeploy.errors import PlanError
-from neurondeploy.infra.refs import find_refs, ref
-from neurondeploy.infra.resources import (
-    PlanContext, Request, Resource, aws_name, ec2_tags, ownership_tags, resource, split_s3, tag_list,
-)
+from neurondeploy.resources.refs import find_refs, ref
+from neurondeploy.resources.model import PlanContext, Request, Resource, resource
+from neurondeploy.resources.naming import aws_name, ec2_tags, ownership_tags, split_s3, tag_list
 
 USER_DATA_MAX_BYTES = 16 * 1024  # EC2 limit, before base64
 INSTALL_SECONDS = 300  # pip install + service start, added to the ASG health-check grace period

@@ -9,10 +9,17 @@ from __future__ import annotations
 import json
 import re
 
-from neurondeploy.infra.refs import ref
-from neurondeploy.infra.resources import (
-    PlanContext, Request, Resource, Wait, account, aws_name, ownership_tags, partition, resource, s3_bucket_arn,
-    s3_prefix_arn, split_s3, tag_list,
+from neurondeploy.resources.refs import ref
+from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, resource
+from neurondeploy.resources.naming import (
+    account,
+    aws_name,
+    ownership_tags,
+    partition,
+    s3_bucket_arn,
+    s3_prefix_arn,
+    split_s3,
+    tag_list,
 )
 
 ROLE_PATH = "/neurondeploy/"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from neurondeploy.infra.refs import ref
-from neurondeploy.infra.resources import Request, Resource, ownership_tags, resource, tag_list
+from neurondeploy.resources.refs import ref
+from neurondeploy.resources.model import Request, Resource, resource
+from neurondeploy.resources.naming import ownership_tags, tag_list
 
 _VALIDATION = "Certificate.DomainValidationOptions[0].ResourceRecord"
 

@@ -1,0 +1,1 @@
+"""Command line: parse, call the library, render."""

@@ -1,0 +1,5 @@
+import sys
+
+from neurondeploy.cli.main import main
+
+sys.exit(main())

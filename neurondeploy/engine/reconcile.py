@@ -1,0 +1,80 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from __future__ import annotations
+from dataclasses import dataclass, field
+from neurondeploy.resources.model import (
+    Resource,
+    content_hash,
+    identity_digest,
+    recorded_identity,
+)
+from neurondeploy.engine.state import DeploymentState, ResourceState
+
+
+RETIRED = "~"  # state name of a blue/green resource's previous object: <name>~<its create hash>
+
+
+@dataclass
+class Reconcile:
+    """What an apply does to recorded resources before creating what is missing."""
+
+    doomed: list[str] = field(default_factory=list)  # delete first: no longer desired, or replaced
+    retire: list[str] = field(default_factory=list)  # blue/green: keep until the apply is done, then delete
+    update: list[str] = field(default_factory=list)  # in place
+
+
+def reconcile(before: DeploymentState | None, ordered: list[Resource]) -> Reconcile:
+    """Classify recorded resources against the desired ones (``ordered``: dependencies first); module doc."""
+    plan = Reconcile()
+    if before is None:
+        return plan
+    recorded = {n: r for n, r in before.resources.items() if not is_retired(n)}
+    desired = {r.name for r in ordered}
+    replaced: set[str] = set()  # deleted first: everything depending on it must go first and follow
+    retired: set[str] = set()  # a new object beside the old one: what uses its ids (refs) must follow
+    for resource in ordered:
+        record = recorded.get(resource.name)
+        uses = {name for name, _ in resource.refs()}
+        under_replaced = any(dep in replaced for dep in resource.depends_on)  # goes first, so this goes before it
+        following = under_replaced or any(dep in retired and dep in uses for dep in resource.depends_on)
+        if record is None or (record.create_hash == content_hash(resource) and not following):
+            continue
+        same_identity = bool(resource.identity) and recorded_identity(record.create_hash) == identity_digest(resource.identity)
+        if under_replaced:
+            replaced.add(resource.name)
+        elif record.complete and same_identity and resource.update:
+            plan.update.append(resource.name)
+        elif record.complete and resource.create_before_delete and resource.identity and not same_identity:
+            plan.retire.append(resource.name)
+            retired.add(resource.name)
+        else:
+            replaced.add(resource.name)
+    doomed = {n for n in recorded if n not in desired} | replaced
+    plan.doomed = sorted(doomed, key=lambda n: -before.resources[n].sequence)
+    return plan
+
+
+def is_retired(name: str) -> bool:
+    return RETIRED in name
+
+
+def deletion_order(records: dict[str, ResourceState], names) -> list[ResourceState]:
+    """``names`` of ``records`` dependents first (by recorded dependencies, then newest first): an endpoint
+    updated in place keeps its old sequence while the config it now uses is newer."""
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen or name not in records:
+            return
+        seen.add(name)
+        for dependency in records[name].depends_on:
+            visit(dependency)
+        order.append(name)
+
+    for record in sorted(records.values(), key=lambda r: r.sequence):
+        visit(record.name)
+    wanted = set(names)
+    return [records[n] for n in reversed(order) if n in wanted]

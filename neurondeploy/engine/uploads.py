@@ -1,0 +1,74 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from __future__ import annotations
+from pathlib import Path
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.archive import artifact_digest, pack_artifact
+from neurondeploy.resources.s3 import shared_bucket_resource
+from neurondeploy.resources.model import PlanContext
+from neurondeploy.resources.naming import split_s3
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.specs import InferenceSpec
+
+
+SHA256_METADATA = "neurondeploy-sha256"
+
+
+class ApplyError(NeurondeployError):
+    exit_code = 6
+
+
+def ensure_bucket(transport: AwsTransport, region: str, ctx: PlanContext) -> str:
+    bucket = shared_bucket_resource(region, ctx)
+    name = bucket.create[0].params["Bucket"]
+    try:
+        transport.call("s3", "HeadBucket", {"Bucket": name})
+        return name
+    except AwsCallError as exc:
+        if exc.code not in ("404", "NoSuchBucket", "NotFound"):
+            raise ApplyError(f"shared bucket {name}: {exc.message}", "check the bucket's owner and your permissions") from exc
+    for request in bucket.create:
+        transport.call(request.service, request.operation, request.params)
+    return name
+
+
+def upload_artifact(transport: AwsTransport, directory: Path, uri: str, digest: str | None = None) -> bool:
+    """Put the packed artifact at ``uri`` unless the object there already has the same sha256 (``digest``, when
+    the caller has it already: :func:`artifact_digest` of ``directory``). True if sent."""
+    digest = digest or artifact_digest(directory)
+    bucket, key = split_s3(uri)
+    try:
+        head = transport.call("s3", "HeadObject", {"Bucket": bucket, "Key": key})
+        if head.get("Metadata", {}).get(SHA256_METADATA) == digest:
+            return False
+    except AwsCallError as exc:
+        if exc.code not in ("404", "NoSuchKey", "NotFound"):
+            raise
+    transport.call("s3", "PutObject", {"Bucket": bucket, "Key": key, "Body": pack_artifact(directory), "Metadata": {SHA256_METADATA: digest},
+                                       "ContentType": "application/gzip", "ServerSideEncryption": "AES256"})
+    return True
+
+
+def check_serving_image(transport: AwsTransport, spec, ctx: PlanContext) -> None:
+    """An endpoint of our container needs our image in the account's ECR. SageMaker would only find out after
+    creating the endpoint (and failing it minutes later), so look first and say how to push it."""
+    from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY, default_serving_image
+
+    if not (isinstance(spec, InferenceSpec) and spec.deployment.platform == "sagemaker"
+            and spec.deployment.container.kind == "neurondeploy" and not spec.deployment.container.image_uri
+            and ctx.serving_image_uri is None):
+        return
+    image = default_serving_image(spec.region, ctx)  # what the model will use: no image_uri given, none in ctx
+    tag = image.rsplit(":", 1)[1]
+    try:
+        transport.call("ecr", "DescribeImages", {"repositoryName": SERVING_REPOSITORY, "imageIds": [{"imageTag": tag}]})
+    except AwsCallError as exc:
+        if exc.code not in ("RepositoryNotFoundException", "ImageNotFoundException"):
+            raise
+        registry = image.split("/", 1)[0]
+        raise ApplyError(f"the serving image {image} is not in ECR ({exc.code}); the endpoint would fail to start",
+                         f"docker build -f infra/serving/Dockerfile -t {image} . && aws ecr get-login-password --region "
+                         f"{spec.region} | docker login --username AWS --password-stdin {registry} && docker push {image} "
+                         "(create the repository first), or set deployment.container.image_uri") from None

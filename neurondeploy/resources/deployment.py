@@ -1,0 +1,55 @@
+"""Every resource a deployment needs, by kind and platform; and the plan context made from a loaded spec."""
+
+from __future__ import annotations
+
+
+from neurondeploy.resources.acm import certificate_arn, certificate_resource
+from neurondeploy.resources.compute import ami_resource, autoscaling_group_resource, launch_template_resource
+from neurondeploy.resources.route53 import alias_record_resource, owner_record_resource, validation_record_resource
+from neurondeploy.resources.iam import instance_role_resources
+from neurondeploy.resources.elb import alb_resource, listener_resources, target_group_resource
+from neurondeploy.resources.network import network_resources, security_group_resources
+from neurondeploy.resources.naming import artifact_uri
+from neurondeploy.resources.model import PlanContext, Resource, with_lookups
+
+
+def deployment_resources(loaded_or_spec, ctx: PlanContext) -> list[Resource]:
+    """The resources for a spec (or LoadedSpec), dependencies before dependents."""
+    spec = getattr(loaded_or_spec, "spec", loaded_or_spec)
+    if spec.kind == "training":
+        from neurondeploy.resources.sagemaker_training import training_job_resources
+
+        return training_job_resources(spec, ctx)
+    if spec.deployment.platform == "ec2":
+        return ec2_inference_resources(spec, ctx)
+    from neurondeploy.resources.sagemaker_endpoint import endpoint_resources
+
+    return endpoint_resources(spec, ctx)
+
+
+def ec2_inference_resources(spec, ctx: PlanContext) -> list[Resource]:
+    """VPC (unless given), ALB + target group + listeners, optional certificate and DNS, instance role,
+    launch template and Auto Scaling group running ``neurondeploy serve``."""
+    deployment = spec.deployment  # the spec refuses the HF LLM containers on ec2
+    network = network_resources(spec, ctx, deployment.instance_type)
+    certificate = certificate_arn(spec)
+    resources = [*network.resources, *security_group_resources(
+        spec, network.vpc_id, port=spec.serving.port, listener_ports=[80, 443] if certificate else [80])]
+    resources += [alb_resource(spec, list(network.public_subnet_ids), after=list(network.public_ready)),
+                  target_group_resource(spec, network.vpc_id)]
+    if certificate and not spec.tls.certificate_arn:
+        resources += [certificate_resource(spec), validation_record_resource(spec)]
+    listeners = listener_resources(spec, certificate)
+    resources += listeners
+    if spec.dns:
+        resources += [owner_record_resource(spec), alias_record_resource(spec)]
+    artifact = artifact_uri(spec, ctx)
+    resources += instance_role_resources(spec, ctx, artifact)
+    resources += [ami_resource(ctx, deployment.volume_gib), launch_template_resource(spec, ctx, artifact)]
+    # Instances boot only once their subnets route to the internet (pip, S3) and the ALB listens
+    # (the request-count scaling policy needs the target group attached to the ALB).
+    resources.append(autoscaling_group_resource(spec, list(network.instance_subnet_ids),
+                                                 after=[*network.ready, *(l.name for l in listeners)]))
+    return with_lookups(resources)
+
+

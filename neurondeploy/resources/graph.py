@@ -1,0 +1,82 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from __future__ import annotations
+import re
+from collections.abc import Iterable, Mapping
+from neurondeploy.errors import PlanError
+from neurondeploy.resources.model import Resource
+
+
+def check_resources(resources: Iterable[Resource]) -> list[str]:
+    """Structural problems: duplicate or malformed names, unknown dependencies, refs to resources not
+    depended on (transitively) or to attributes no request outputs, and dependency cycles."""
+    resources = list(resources)
+    problems: list[str] = []
+    by_name: dict[str, Resource] = {}
+    for r in resources:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", r.name):
+            problems.append(f"{r.name}: name must match [a-z0-9][a-z0-9-]*")
+        if r.name in by_name:
+            problems.append(f"{r.name}: defined twice")
+        by_name[r.name] = r
+    for r in resources:
+        for dep in r.depends_on:
+            if dep not in by_name:
+                problems.append(f"{r.name}: depends on unknown resource {dep}")
+    closure = _closures(by_name)
+    for r in resources:
+        for res, attr in sorted(r.refs()):
+            if res not in by_name:
+                problems.append(f"{r.name}: ${{{res}.{attr}}} names no resource")
+                continue
+            if res != r.name and res not in closure.get(r.name, set()):
+                problems.append(f"{r.name}: uses ${{{res}.{attr}}} but does not depend on {res}")
+            if attr not in by_name[res].outputs:
+                problems.append(f"{r.name}: ${{{res}.{attr}}}: {res} outputs only {sorted(by_name[res].outputs)}")
+    try:
+        creation_order(resources)
+    except PlanError as exc:
+        problems.append(exc.message)
+    return problems
+
+
+def _closures(by_name: Mapping[str, Resource]) -> dict[str, set[str]]:
+    result: dict[str, set[str]] = {}
+    for name in by_name:
+        seen: set[str] = set()
+        stack = list(by_name[name].depends_on)
+        while stack:
+            dep = stack.pop()
+            if dep in seen or dep not in by_name:
+                continue
+            seen.add(dep)
+            stack.extend(by_name[dep].depends_on)
+        result[name] = seen
+    return result
+
+
+def creation_order(resources: Iterable[Resource]) -> list[Resource]:
+    """Dependencies first; ties keep the builders' order. Raises PlanError on a cycle."""
+    resources = list(resources)
+    by_name = {r.name: r for r in resources}
+    order: list[Resource] = []
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+
+    def visit(r: Resource, path: tuple[str, ...]) -> None:
+        if state.get(r.name) == 2:
+            return
+        if state.get(r.name) == 1:
+            cycle = " -> ".join(path[path.index(r.name):] + (r.name,))
+            raise PlanError(f"dependency cycle: {cycle}", "this is a bug in a request builder")
+        state[r.name] = 1
+        for dep in r.depends_on:
+            if dep in by_name:
+                visit(by_name[dep], path + (r.name,))
+        state[r.name] = 2
+        order.append(r)
+
+    for r in resources:
+        visit(r, ())
+    return order
