@@ -80,5 +80,15 @@ def is_s3_missing(error: CodedError) -> bool:
     return is_s3_missing_object(error) or is_s3_missing_bucket(error)
 
 
+def is_s3_condition_failed(error: CodedError) -> bool:
+    """A conditional write lost: another writer got there first."""
+    return error.code in S3_CONDITION_FAILED_CODES
+
+
+def is_ecr_image_missing(error: CodedError) -> bool:
+    """No such repository, or no such image in it."""
+    return error.code in ECR_IMAGE_MISSING_CODES
+
+
 def is_transient(error: CodedError) -> bool:
     return error.code in TRANSIENT_CODES

@@ -1,5 +1,6 @@
 """The only place requests leave for AWS: boto3 clients per service, botocore's standard retry mode, waiters,
-and a log of every call (service, operation, whether it mutates) so apply can count what it sent.
+managed file uploads (:class:`Transfer`), the default region, and a log of every call (service, operation,
+whether it mutates) so apply can count what it sent. No other module imports boto3.
 
 Every request is checked strictly against the botocore model before it is sent.
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.resources.validation import check_request
 
 READ_ONLY_PREFIXES = ("Describe", "Get", "List", "Head", "Lookup", "Search")
 # Waiters poll; against an emulator they succeed at once, against AWS they take their documented time.
@@ -25,9 +27,32 @@ class AwsCallError(NeurondeployError):
 
     exit_code = 6
 
-    def __init__(self, message: str, hint: str | None = None, code: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, code: str | None = None,
+                 detail: str | None = None) -> None:
         super().__init__(message, hint)
         self.code = code
+        self.detail = detail if detail is not None else message  # what AWS (or botocore) said, without our prefix
+
+
+def default_region(fallback: str | None = "us-east-1") -> str | None:
+    """The region boto3 would use (``AWS_REGION``/``AWS_DEFAULT_REGION``, the profile's config), else ``fallback``."""
+    import boto3
+
+    return boto3.session.Session().region_name or fallback
+
+
+def _aws_error(service: str, operation: str, exc: Exception) -> AwsCallError | None:
+    """The :class:`AwsCallError` of a botocore ``ClientError`` (AWS answered no) or ``BotoCoreError`` (no answer:
+    credentials, region, network); None for anything else."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return AwsCallError(f"{service}:{operation}: {error.get('Code')}: {error.get('Message')}",
+                            code=error.get("Code"), detail=str(error.get("Message")))
+    if isinstance(exc, BotoCoreError):
+        return AwsCallError(f"{service}:{operation}: {exc}", "check credentials, region and network", detail=str(exc))
+    return None
 
 
 def is_mutating(operation: str) -> bool:
@@ -65,24 +90,28 @@ class AwsTransport:
                 self._clients[service] = boto3.client(service, region_name=region, config=config)
             return self._clients[service]
 
-    def call(self, service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
-        from botocore import xform_name
-        from botocore.exceptions import BotoCoreError, ClientError
+    def adopt(self, service: str, client) -> None:
+        """Send ``service``'s calls through a boto3 client made elsewhere (its own endpoint, config and hooks)."""
+        with self._lock:
+            self._clients[service] = client
 
-        from neurondeploy.resources.validation import check_request
-
-        check_request(service, operation, params)
-        client = self.client(service)
+    def _log(self, service: str, operation: str) -> None:
         with self._lock:
             self.calls.append(Call(service, operation, is_mutating(operation)))
+
+    def call(self, service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        from botocore import xform_name
+
+        check_request(service, operation, params)
         try:
+            client = self.client(service)  # inside: a client botocore cannot make (no region) is an AwsCallError
+            self._log(service, operation)
             response = getattr(client, xform_name(operation))(**params)
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            raise AwsCallError(f"{service}:{operation}: {error.get('Code')}: {error.get('Message')}",
-                               code=error.get("Code")) from exc
-        except BotoCoreError as exc:
-            raise AwsCallError(f"{service}:{operation}: {exc}", "check credentials, region and network") from exc
+        except Exception as exc:
+            error = _aws_error(service, operation, exc)
+            if error is None:
+                raise
+            raise error from exc
         response.pop("ResponseMetadata", None)
         return response
 
@@ -118,3 +147,37 @@ class AwsTransport:
 
     def mutating_calls(self) -> list[Call]:
         return [call for call in self.calls if call.mutating]
+
+
+class Transfer:
+    """A local file to S3 with boto3's managed transfer: one PutObject, or a multipart upload above 8 MiB, so
+    objects over PutObject's 5 GiB work too (multipart uploads are authorised as s3:PutObject).
+
+    ``Transfer(transport).call("s3", "PutObject", {"Bucket": ..., "Key": ..., **extra args}, path)``: spelt like a
+    call, so that :mod:`neurondeploy.aws.iam_policy` sees the operation; checked strictly and logged as one call.
+    """
+
+    OPERATIONS = (("s3", "PutObject"),)
+
+    def __init__(self, transport: AwsTransport) -> None:
+        self.transport = transport
+
+    def call(self, service: str, operation: str, params: dict[str, Any], path) -> None:
+        from boto3.exceptions import S3UploadFailedError
+        from boto3.s3.transfer import TransferConfig
+
+        if (service, operation) not in self.OPERATIONS:
+            raise ValueError(f"Transfer sends {self.OPERATIONS}, not {service}:{operation}")
+        check_request(service, operation, params)
+        extra = {name: value for name, value in params.items() if name not in ("Bucket", "Key")}
+        try:
+            client = self.transport.client(service)
+            self.transport._log(service, operation)
+            client.upload_file(str(path), params["Bucket"], params["Key"], ExtraArgs=extra or None,
+                               Config=TransferConfig(use_threads=False))
+        except Exception as exc:
+            cause = exc.__context__ if isinstance(exc, S3UploadFailedError) else exc  # boto3 wraps ClientError
+            error = _aws_error(service, operation, cause) if cause is not None else None
+            if error is None:
+                raise
+            raise error from exc

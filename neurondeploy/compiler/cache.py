@@ -40,6 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from neurondeploy.aws.errors import is_s3_missing_object
+from neurondeploy.aws.paging import Paged
+from neurondeploy.aws.transport import AwsCallError, AwsTransport, Transfer, default_region
 from neurondeploy.compiler.locking import FileLock
 from neurondeploy.errors import CacheError
 
@@ -538,16 +541,23 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def _is_aws_error(exc: BaseException) -> bool:
+    """S3 trouble: a request AWS refused or never answered, or a download that broke off mid-body."""
+    if isinstance(exc, AwsCallError):
+        return True
     try:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError
     except ImportError:  # pragma: no cover - boto3 is a dependency
         return False
-    return isinstance(exc, (BotoCoreError, ClientError))
+    return isinstance(exc, BotoCoreError)  # reading a response body happens after the call returned
 
 
 # -------------------------------------------------------------------- S3 store
 class _S3Store:
-    """``<prefix>/<key>/<file>`` objects, ``<prefix>/<key>/entry.json`` written last and read first."""
+    """``<prefix>/<key>/<file>`` objects, ``<prefix>/<key>/entry.json`` written last and read first.
+
+    Every request goes through an :class:`~neurondeploy.aws.transport.AwsTransport` of its own, over ``client``
+    (an injected boto3 S3 client) when given, else over the transport's client (which honours AWS_ENDPOINT_URL,
+    profiles and regions)."""
 
     def __init__(self, uri: str, client=None) -> None:
         match = re.match(r"^s3://([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(?:/(.*))?$", uri or "")
@@ -557,26 +567,27 @@ class _S3Store:
         self.bucket = match.group(1)
         self.prefix = (match.group(2) or "").strip("/")
         self._client = client
+        self._transport = None
 
     @property
-    def client(self):
-        if self._client is None:
-            import boto3  # lazily: the package import stays free of boto3
-
-            self._client = boto3.client("s3")  # honours AWS_ENDPOINT_URL, profiles, regions
-        return self._client
+    def transport(self):
+        if self._transport is None:  # lazily: the package import stays free of boto3
+            if self._client is not None:
+                self._transport = AwsTransport(self._client.meta.region_name or default_region())
+                self._transport.adopt("s3", self._client)
+            else:  # 5 attempts, as boto3's default client made: unreachable S3 delays a compile no longer than it did
+                self._transport = AwsTransport(default_region(), max_attempts=5)
+        return self._transport
 
     def object_key(self, key: str, rel: str = "") -> str:
         return "/".join(part for part in (self.prefix, key, rel) if part)
 
     def fetch(self, key: str, staging: Path) -> dict | None:
         """Download and verify entry ``key`` into ``staging``; None if S3 has no record. Raises _Corrupt."""
-        from botocore.exceptions import ClientError
-
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self.object_key(key, RECORD_FILE))
-        except ClientError as exc:
-            if _error_code(exc) in ("NoSuchKey", "404", "NotFound"):
+            response = self.transport.call("s3", "GetObject", {"Bucket": self.bucket, "Key": self.object_key(key, RECORD_FILE)})
+        except AwsCallError as exc:
+            if is_s3_missing_object(exc):
                 return None
             raise
         with response["Body"] as body:
@@ -585,9 +596,9 @@ class _S3Store:
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
-                response = self.client.get_object(Bucket=self.bucket, Key=self.object_key(key, rel))
-            except ClientError as exc:
-                if _error_code(exc) in ("NoSuchKey", "404", "NotFound"):
+                response = self.transport.call("s3", "GetObject", {"Bucket": self.bucket, "Key": self.object_key(key, rel)})
+            except AwsCallError as exc:
+                if is_s3_missing_object(exc):
                     raise _Corrupt(f"{rel} is missing") from None
                 raise
             digest = hashlib.sha256()
@@ -605,20 +616,18 @@ class _S3Store:
 
     def push(self, key: str, directory: Path) -> None:
         """Upload the files of a committed local entry, then its record (so a half-upload is no entry)."""
-        from boto3.s3.transfer import TransferConfig
-
         record_raw = (directory / RECORD_FILE).read_bytes()
         record = json.loads(record_raw)
-        config = TransferConfig(use_threads=False)  # multipart above 8 MiB, so artifacts over 5 GiB work too
+        upload = Transfer(self.transport)  # multipart above 8 MiB, so artifacts over 5 GiB work too
         for rel in sorted(record["files"]):
-            self.client.upload_file(str(directory / rel), self.bucket, self.object_key(key, rel), Config=config)
-        self.client.put_object(Bucket=self.bucket, Key=self.object_key(key, RECORD_FILE), Body=record_raw,
-                               ContentType="application/json")
+            upload.call("s3", "PutObject", {"Bucket": self.bucket, "Key": self.object_key(key, rel)}, directory / rel)
+        self.transport.call("s3", "PutObject", {"Bucket": self.bucket, "Key": self.object_key(key, RECORD_FILE),
+                                                "Body": record_raw, "ContentType": "application/json"})
 
     def forget(self, key: str) -> None:
         """Delete a corrupt entry's record (best effort), so others stop downloading it before our rebuild lands."""
         try:
-            self.client.delete_object(Bucket=self.bucket, Key=self.object_key(key, RECORD_FILE))
+            self.transport.call("s3", "DeleteObject", {"Bucket": self.bucket, "Key": self.object_key(key, RECORD_FILE)})
         except Exception as exc:
             if not _is_aws_error(exc):
                 raise
@@ -627,8 +636,7 @@ class _S3Store:
         """Delete every object of the entries whose key starts with ``key_prefix``; records first."""
         listing_prefix = self.object_key(key_prefix)
         objects: dict[str, list[str]] = {}
-        paginator = self.client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=listing_prefix):
+        for page in Paged(self.transport).call("s3", "ListObjectsV2", {"Bucket": self.bucket, "Prefix": listing_prefix}):
             for item in page.get("Contents", []):
                 rest = item["Key"][len(self.prefix) + 1:] if self.prefix else item["Key"]
                 key = rest.split("/", 1)[0]
@@ -637,13 +645,9 @@ class _S3Store:
         for key, names in objects.items():
             record = self.object_key(key, RECORD_FILE)
             if record in names:
-                self.client.delete_object(Bucket=self.bucket, Key=record)
+                self.transport.call("s3", "DeleteObject", {"Bucket": self.bucket, "Key": record})
             rest = [name for name in names if name != record]
             for start in range(0, len(rest), 1000):
-                self.client.delete_objects(Bucket=self.bucket, Delete={
-                    "Objects": [{"Key": name} for name in rest[start:start + 1000]], "Quiet": True})
+                self.transport.call("s3", "DeleteObjects", {"Bucket": self.bucket, "Delete": {
+                    "Objects": [{"Key": name} for name in rest[start:start + 1000]], "Quiet": True}})
         return sorted(objects)
-
-
-def _error_code(exc) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))

@@ -30,13 +30,13 @@ from neurondeploy.engine.sweep import (
     delete_leftover,
     find_leftovers,
     find_owned_records,
-    is_retryable,
     zone_id,
     list_hosted_zones,
     record_exists,
     release_security_groups,
     sort_leftovers,
 )
+from neurondeploy.aws.errors import is_retryable
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 
 __all__ = ["DELETE_ORDER", "DestroyReport", "delete_orphans", "destroy", "recorded_hosted_zones"]

@@ -1,21 +1,22 @@
-"""TODO docstring."""
+"""Saved plans (`plan --out`, `apply --plan`): to and from a file or S3, refused once stale."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 import json
 from pathlib import Path
+
+from neurondeploy.aws.errors import is_s3_missing
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.errors import PlanError
-from neurondeploy.specs import LoadedSpec
 from neurondeploy.planner.plan import Plan, build_plan
+from neurondeploy.resources.naming import split_s3
+from neurondeploy.specs import LoadedSpec
 
 
 def save_plan(plan: Plan, location: str | Path, transport=None) -> None:
     """To a file (atomically) or to ``s3://bucket/key`` (for a pipeline that plans in one job and applies in another)."""
     text = json.dumps(plan.model_dump(mode="json"), indent=2)
     if str(location).startswith("s3://"):
-        from neurondeploy.resources.naming import split_s3
-
         bucket, key = split_s3(str(location))
         _plan_transport(transport, plan.region).call("s3", "PutObject", {
             "Bucket": bucket, "Key": key, "Body": text.encode(), "ContentType": "application/json",
@@ -30,22 +31,17 @@ def save_plan(plan: Plan, location: str | Path, transport=None) -> None:
 def _plan_transport(transport, region: str):
     if transport is not None:
         return transport
-    from neurondeploy.aws.transport import AwsTransport
-
     return AwsTransport(region)
 
 
 def _read_saved(location: str | Path, region: str, transport) -> str:
     missing = PlanError(f"{location}: no such plan", "make one with `neurondeploy plan SPEC --out FILE_OR_S3_URI`")
     if str(location).startswith("s3://"):
-        from neurondeploy.resources.naming import split_s3
-        from neurondeploy.aws.transport import AwsCallError
-
         bucket, key = split_s3(str(location))
         try:
             return _plan_transport(transport, region).call("s3", "GetObject", {"Bucket": bucket, "Key": key})["Body"].read().decode()
         except AwsCallError as exc:
-            if exc.code in ("NoSuchKey", "404", "NoSuchBucket"):
+            if is_s3_missing(exc):
                 raise missing from None
             raise
     try:

@@ -22,28 +22,31 @@ import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import asdict
+from pathlib import Path
 from typing import Iterator
 
+from neurondeploy.aws.errors import is_s3_condition_failed, is_s3_missing_bucket, is_s3_missing_object
+from neurondeploy.aws.paging import Paged
+from neurondeploy.aws.transport import AwsCallError, AwsTransport, default_region
 from neurondeploy.engine.state import (
     DeploymentLocked,
     DeploymentState,
     ResourceState,
     StateError,
+    StateStore,
     _alive,
     _bytes_as_size,
 )
+from neurondeploy.resources.naming import split_s3
 
 
 class S3StateStore:
     def __init__(self, uri: str, transport=None) -> None:
-        from neurondeploy.resources.naming import split_s3
-        from neurondeploy.aws.transport import AwsTransport
-
         self.uri = uri.rstrip("/")
         self.bucket, prefix = split_s3(self.uri)
         self.prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
         # Its own transport: state traffic is not the deployment's (apply counts its own calls).
-        self.transport = transport or AwsTransport(_default_region())
+        self.transport = transport or AwsTransport(default_region())
         self.token = uuid.uuid4().hex  # this store instance: two stores in one process are two holders
         self._held: dict[str, int] = {}  # lock depth per deployment (the executor re-enters a caller's lock)
         self._guard = threading.RLock()
@@ -55,14 +58,12 @@ class S3StateStore:
         return f"{self.prefix}{kind}/{name}.json"
 
     def _read(self, key: str) -> dict | None:
-        from neurondeploy.aws.transport import AwsCallError
-
         try:
             body = self.transport.call("s3", "GetObject", {"Bucket": self.bucket, "Key": key})["Body"].read()
         except AwsCallError as exc:
-            if exc.code in ("NoSuchKey", "404", "NotFound"):
+            if is_s3_missing_object(exc):
                 return None
-            if exc.code in ("NoSuchBucket", "AccessDenied"):
+            if is_s3_missing_bucket(exc) or exc.code == "AccessDenied":  # 404 / NotFound: an object, above
                 raise StateError(f"state bucket {self.bucket}: {exc.message}",
                                  f"create it (versioning on) or check access to {self.uri}") from None
             raise
@@ -100,15 +101,13 @@ class S3StateStore:
                     self._delete(self._key("locks", name))
 
     def _acquire(self, name: str) -> None:
-        from neurondeploy.aws.transport import AwsCallError
-
         me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "token": self.token}
         for _ in range(2):  # a second time only after taking over a dead holder's lock
             try:
                 self._write(self._key("locks", name), me, only_if_absent=True)
                 return
             except AwsCallError as exc:
-                if exc.code not in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+                if not is_s3_condition_failed(exc):
                     raise
             holder = self._read(self._key("locks", name)) or {}
             if holder and not _alive(holder.get("pid", -1), holder.get("host", ""), me["host"]):
@@ -136,16 +135,8 @@ class S3StateStore:
                                resources, data.get("spec_json"))
 
     def names(self) -> list[str]:
-        names, token = [], None
-        while True:
-            params = {"Bucket": self.bucket, "Prefix": f"{self.prefix}deployments/"}
-            if token:
-                params["ContinuationToken"] = token
-            page = self.transport.call("s3", "ListObjectsV2", params)
-            names += [item["Key"].rsplit("/", 1)[1].removesuffix(".json") for item in page.get("Contents", [])]
-            token = page.get("NextContinuationToken")
-            if not token:
-                return sorted(names)
+        pages = Paged(self.transport).call("s3", "ListObjectsV2", {"Bucket": self.bucket, "Prefix": f"{self.prefix}deployments/"})
+        return sorted(item["Key"].rsplit("/", 1)[1].removesuffix(".json") for page in pages for item in page.get("Contents", []))
 
     def _update(self, name: str, change) -> None:
         with self._guard:  # read-modify-write of one object: the executor's threads take turns
@@ -174,19 +165,9 @@ class S3StateStore:
         self._delete(self._key("deployments", deployment))
 
 
-def _default_region() -> str:
-    import boto3
-
-    return boto3.session.Session().region_name or "us-east-1"
-
-
 def open_state(location=None):
     """The state store at ``location`` (a path or ``s3://bucket/prefix``), else ``$NEURONDEPLOY_STATE``, else the
     local default."""
-    from pathlib import Path
-
-    from neurondeploy.engine.state import StateStore
-
     location = str(location) if location else os.environ.get("NEURONDEPLOY_STATE")
     if location and location.startswith("s3://"):
         return S3StateStore(location)

@@ -1,17 +1,19 @@
-"""TODO docstring."""
+"""What apply puts in S3 before any resource: the shared bucket, the packed artifact (only when its sha256
+changed); and the look-up that our serving image is in ECR."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 from pathlib import Path
-from neurondeploy.errors import NeurondeployError
+
 from neurondeploy.archive import artifact_digest, pack_artifact
-from neurondeploy.resources.s3 import shared_bucket_resource
+from neurondeploy.aws.errors import is_ecr_image_missing, is_s3_missing_bucket, is_s3_missing_object
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.errors import NeurondeployError
 from neurondeploy.resources.model import PlanContext
 from neurondeploy.resources.naming import split_s3
-from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.resources.s3 import shared_bucket_resource
+from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY, default_serving_image
 from neurondeploy.specs import InferenceSpec
-
 
 SHA256_METADATA = "neurondeploy-sha256"
 
@@ -27,7 +29,7 @@ def ensure_bucket(transport: AwsTransport, region: str, ctx: PlanContext) -> str
         transport.call("s3", "HeadBucket", {"Bucket": name})
         return name
     except AwsCallError as exc:
-        if exc.code not in ("404", "NoSuchBucket", "NotFound"):
+        if not is_s3_missing_bucket(exc):
             raise ApplyError(f"shared bucket {name}: {exc.message}", "check the bucket's owner and your permissions") from exc
     for request in bucket.create:
         transport.call(request.service, request.operation, request.params)
@@ -44,7 +46,7 @@ def upload_artifact(transport: AwsTransport, directory: Path, uri: str, digest: 
         if head.get("Metadata", {}).get(SHA256_METADATA) == digest:
             return False
     except AwsCallError as exc:
-        if exc.code not in ("404", "NoSuchKey", "NotFound"):
+        if not is_s3_missing_object(exc):
             raise
     transport.call("s3", "PutObject", {"Bucket": bucket, "Key": key, "Body": pack_artifact(directory), "Metadata": {SHA256_METADATA: digest},
                                        "ContentType": "application/gzip", "ServerSideEncryption": "AES256"})
@@ -54,8 +56,6 @@ def upload_artifact(transport: AwsTransport, directory: Path, uri: str, digest: 
 def check_serving_image(transport: AwsTransport, spec, ctx: PlanContext) -> None:
     """An endpoint of our container needs our image in the account's ECR. SageMaker would only find out after
     creating the endpoint (and failing it minutes later), so look first and say how to push it."""
-    from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY, default_serving_image
-
     if not (isinstance(spec, InferenceSpec) and spec.deployment.platform == "sagemaker"
             and spec.deployment.container.kind == "neurondeploy" and not spec.deployment.container.image_uri
             and ctx.serving_image_uri is None):
@@ -65,7 +65,7 @@ def check_serving_image(transport: AwsTransport, spec, ctx: PlanContext) -> None
     try:
         transport.call("ecr", "DescribeImages", {"repositoryName": SERVING_REPOSITORY, "imageIds": [{"imageTag": tag}]})
     except AwsCallError as exc:
-        if exc.code not in ("RepositoryNotFoundException", "ImageNotFoundException"):
+        if not is_ecr_image_missing(exc):
             raise
         registry = image.split("/", 1)[0]
         raise ApplyError(f"the serving image {image} is not in ECR ({exc.code}); the endpoint would fail to start",

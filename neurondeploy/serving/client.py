@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neurondeploy.errors import NeurondeployError
+from neurondeploy.aws.transport import AwsCallError, AwsTransport, default_region
+from neurondeploy.engine.state_s3 import open_state
+from neurondeploy.errors import AwsRequestError, NeurondeployError
+from neurondeploy.specs import InferenceSpec, load_spec
 
 SAGEMAKER_PREFIX = "sagemaker:"
 TIMEOUT_S = 70  # SageMaker's own invocation timeout is 60 s
@@ -53,8 +56,6 @@ def resolve_target(target: str, state_location: str | None = None) -> Target:
     if target.startswith(SAGEMAKER_PREFIX):
         return Target("sagemaker", target[len(SAGEMAKER_PREFIX):])
     if Path(target).is_file():
-        from neurondeploy.specs import InferenceSpec, load_spec
-
         spec = load_spec(target).spec
         if not isinstance(spec, InferenceSpec):
             raise InvokeError(f"{target} is a training spec", "invoke an inference deployment")
@@ -75,8 +76,6 @@ def resolve_target(target: str, state_location: str | None = None) -> Target:
 
 def _from_state(name: str, state_location: str | None) -> Target | None:
     """A deployment applied earlier: its SageMaker endpoint, or its DNS name (else its load balancer's address)."""
-    from neurondeploy.engine.state_s3 import open_state
-
     deployment = open_state(state_location).get(name)
     if deployment is None or deployment.kind != "inference":
         return None
@@ -112,18 +111,20 @@ def _invoke_http(url: str, body: bytes) -> Any:
 
 
 def _invoke_sagemaker(endpoint: str, body: bytes, region: str | None) -> Any:
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    client = boto3.client("sagemaker-runtime", region_name=region)
+    # No region anywhere: botocore says so ("You must specify a region"), as an AwsCallError without a code.
+    # 5 attempts, as boto3's default client made: an invocation is not retried longer than it was.
+    transport = AwsTransport(region or default_region(fallback=None), max_attempts=5)
     try:
-        response = client.invoke_endpoint(EndpointName=endpoint, Body=body, ContentType="application/json", Accept="application/json")
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        raise InvokeError(f"sagemaker endpoint {endpoint}: {error.get('Code')}: {error.get('Message')}",
+        response = transport.call("sagemaker-runtime", "InvokeEndpoint", {
+            "EndpointName": endpoint, "Body": body, "ContentType": "application/json", "Accept": "application/json"})
+    except AwsRequestError as exc:  # refused offline (a name AWS cannot have, a body over 6 MB)
+        raise InvokeError(f"sagemaker endpoint {endpoint}: {exc.message}",
                           "check the endpoint name, region and that it is InService") from None
-    except BotoCoreError as exc:
-        raise InvokeError(f"sagemaker endpoint {endpoint}: {exc}", "check AWS credentials and region") from None
+    except AwsCallError as exc:
+        if exc.code is None:  # no answer: credentials, region, network
+            raise InvokeError(f"sagemaker endpoint {endpoint}: {exc.detail}", "check AWS credentials and region") from None
+        raise InvokeError(f"sagemaker endpoint {endpoint}: {exc.code}: {exc.detail}",
+                          "check the endpoint name, region and that it is InService") from None
     return _answer(200, response["Body"].read(), f"sagemaker:{endpoint}")
 
 
