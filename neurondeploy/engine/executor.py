@@ -36,25 +36,10 @@ from neurondeploy.resources.model import (
 )
 from neurondeploy.resources.graph import creation_order
 from neurondeploy.engine.state import DeploymentState, ResourceState, StateStore
+from neurondeploy.aws.errors import is_already_done, is_gone, is_retryable
 from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
 from neurondeploy.engine.reconcile import RETIRED, deletion_order, is_retired, reconcile
 
-# Codes meaning "it is already gone": destroy treats them as success. ValidationError only with a message that
-# says so (autoscaling and SageMaker report a missing name that way).
-NOT_FOUND_CODES = ("NotFound", "NoSuchEntity", "NoSuchHostedZone", "ResourceNotFound", "LoadBalancerNotFound",
-                   "TargetGroupNotFound", "ListenerNotFound", "ObjectNotFoundException")
-NOT_FOUND_MESSAGES = ("not found", "does not exist", "could not find", "cannot find")
-RETRY_ON_DELETE = ("DependencyViolation", "ResourceInUse", "InvalidRouteTableID", "ScalingActivityInProgress")
-# (operation, error code) meaning a resumed request had already taken effect: the apply that sent it first
-# never heard back (timeout, killed process). Only for requests with no outputs to learn.
-ALREADY_DONE = frozenset({
-    ("AuthorizeSecurityGroupIngress", "InvalidPermission.Duplicate"),
-    ("AuthorizeSecurityGroupEgress", "InvalidPermission.Duplicate"),
-    ("RevokeSecurityGroupEgress", "InvalidPermission.NotFound"),
-    ("AttachInternetGateway", "Resource.AlreadyAssociated"),
-    ("CreateRoute", "RouteAlreadyExists"),
-    ("AddRoleToInstanceProfile", "LimitExceeded"),  # a profile holds one role: ours, added the first time
-})
 OUTPUT_RETRIES = 10  # ACM fills in DNS validation records a few seconds after RequestCertificate
 UPDATE_PROGRESS = "_update"  # outputs key of an in-place update under way: {"hash": new content hash, "done": n}
 
@@ -77,13 +62,6 @@ def _serialise(requests: tuple[Request, ...]) -> list[dict]:
              "wait": None if r.wait is None else {"waiter": r.wait.waiter, "params": r.wait.params, "service": r.wait.service},
              **({"done_if": list(r.done_if)} if r.done_if else {})}
             for r in requests]
-
-
-def _not_found(error: AwsCallError) -> bool:
-    if error.code and any(marker in error.code for marker in NOT_FOUND_CODES):
-        return True
-    return error.code in ("ValidationError", "ValidationException", "InvalidParameterValue") and \
-        any(marker in error.message.lower() for marker in NOT_FOUND_MESSAGES)
 
 
 class Executor:
@@ -292,7 +270,7 @@ class Executor:
             try:
                 response = self.transport.call(request.service, request.operation, params)
             except AwsCallError as exc:
-                if (request.operation, exc.code) in ALREADY_DONE and not request.outputs:
+                if is_already_done(request.operation, exc) and not request.outputs:
                     # Resuming after a lost answer: AWS did it the first time (a rule added, a gateway attached).
                     self.on_event(f"{resource.name}: {request.operation} was already done ({exc.code})")
                     return {}
@@ -329,9 +307,9 @@ class Executor:
                 self.transport.call(request["service"], request["operation"], params)
                 break
             except AwsCallError as exc:
-                if _not_found(exc) or any(fragment in exc.message for fragment in request.get("done_if", ())):
+                if is_gone(exc) or any(fragment in exc.message for fragment in request.get("done_if", ())):
                     return
-                if exc.code in RETRY_ON_DELETE and attempt < self.delete_retries - 1:
+                if is_retryable(exc) and attempt < self.delete_retries - 1:
                     time.sleep(self.delete_retry_s)  # e.g. network interfaces of a just-deleted ALB still hold the group
                     continue
                 raise ApplyFailed(f"deleting {resource.name} ({resource.type}): {exc.message}",

@@ -1,8 +1,8 @@
-"""TODO docstring."""
+"""Recorded resources against desired ones: what to leave, update in place, retire (blue/green) or delete
+first; and the order deletes go in (dependents first)."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 from dataclasses import dataclass, field
 from neurondeploy.resources.model import (
     Resource,

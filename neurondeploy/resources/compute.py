@@ -16,6 +16,9 @@ from neurondeploy.errors import PlanError
 from neurondeploy.resources.refs import find_refs, ref
 from neurondeploy.resources.model import PlanContext, Request, Resource, resource
 from neurondeploy.resources.naming import aws_name, ec2_tags, ownership_tags, split_s3, tag_list
+from neurondeploy.resources.naming import DEPLOYMENT_TAG
+from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Find, Kind, Scan, done, it, ours, tagged
+from neurondeploy.specs import InferenceSpec
 
 USER_DATA_MAX_BYTES = 16 * 1024  # EC2 limit, before base64
 INSTALL_SECONDS = 300  # pip install + service start, added to the ASG health-check grace period
@@ -40,7 +43,7 @@ def ami_resource(ctx: PlanContext, min_root_gib: int | None = None) -> Resource:
                     description=f"Neuron DLAMI id from the public SSM parameter {ctx.ami_ssm_parameter}; reads only")
 
 
-def user_data_script(spec, artifact_s3_uri: str, *, venv: str = PlanContext.neuron_venv,
+def user_data_script(spec: InferenceSpec, artifact_s3_uri: str, *, venv: str = PlanContext.neuron_venv,
                      install_requirement: str = PlanContext.install_requirement) -> str:
     """Boot script: install neurondeploy into the DLAMI's Neuron PyTorch venv, fetch and unpack the
     artifact, run ``neurondeploy serve`` under systemd (restarted on failure, started on every boot)."""
@@ -95,7 +98,7 @@ systemctl enable --now neurondeploy.service
 """
 
 
-def launch_template_resource(spec, ctx: PlanContext, artifact_s3_uri: str) -> Resource:
+def launch_template_resource(spec: InferenceSpec, ctx: PlanContext, artifact_s3_uri: str) -> Resource:
     script = user_data_script(spec, artifact_s3_uri, venv=ctx.neuron_venv, install_requirement=ctx.install_requirement)
     if len(script.encode()) > USER_DATA_MAX_BYTES:
         raise PlanError(f"instance user data is {len(script.encode())} bytes; EC2 allows {USER_DATA_MAX_BYTES}",
@@ -126,7 +129,7 @@ def launch_template_resource(spec, ctx: PlanContext, artifact_s3_uri: str) -> Re
         description=f"{spec.deployment.instance_type}, Neuron DLAMI, IMDSv2, encrypted root volume, no SSH key")
 
 
-def capacity(spec) -> tuple[int, int, int]:
+def capacity(spec: InferenceSpec) -> tuple[int, int, int]:
     """(min, max, desired) from instance_count and autoscaling."""
     count, scaling = spec.deployment.instance_count, spec.deployment.autoscaling
     if not scaling:
@@ -134,7 +137,7 @@ def capacity(spec) -> tuple[int, int, int]:
     return scaling.min_instances, scaling.max_instances, min(max(count, scaling.min_instances), scaling.max_instances)
 
 
-def autoscaling_group_resource(spec, subnet_ids: list[str], *, after: list[str]) -> Resource:
+def autoscaling_group_resource(spec: InferenceSpec, subnet_ids: list[str], *, after: list[str]) -> Resource:
     name = aws_name(spec, "asg", 255)
     low, high, desired = capacity(spec)
     deployment = spec.deployment
@@ -170,3 +173,75 @@ def autoscaling_group_resource(spec, subnet_ids: list[str], *, after: list[str])
                     after=after,
                     description=f"{low}-{high} × {deployment.instance_type} behind the target group (ELB health checks)"
                     + ("; target tracking on ALBRequestCountPerTarget" if deployment.autoscaling else ""))
+
+
+# --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
+
+_INSTANCE_STATES = ["pending", "running", "stopping", "stopped"]  # not shutting-down / terminated
+_VOLUME_STATES = ["creating", "available", "in-use", "error"]
+
+
+def _find_groups(scan: Scan) -> None:
+    # Auto Scaling groups are not in the tagging API's GetResources (AWS documents it; moto agrees).
+    params = {"Filters": [{"Name": "tag-key", "Values": [DEPLOYMENT_TAG]}, {"Name": "tag-value", "Values": [scan.deployment]}]}
+    for page in scan.paged.call("autoscaling", "DescribeAutoScalingGroups", params):
+        for group in page.get("AutoScalingGroups", []):
+            if ours(group.get("Tags"), scan.deployment):  # the two filters match the key and the value separately
+                status = f" ({group['Status']})" if group.get("Status") else ""
+                scan.add("autoscaling:group", group["AutoScalingGroupName"],
+                         f"Auto Scaling group, {len(group.get('Instances', []))} instances{status}")
+
+
+def _delete_group(d: Caller, name: str) -> bool:
+    deleted = done(d.call("autoscaling", "DeleteAutoScalingGroup", {"AutoScalingGroupName": name, "ForceDelete": True}))
+    # No botocore waiter: the group exists ("Delete in progress") until its instances are terminated.
+    d.poll_until_gone(f"Auto Scaling group {name}", lambda: (d.call(
+        "autoscaling", "DescribeAutoScalingGroups", {"AutoScalingGroupNames": [name]}) or {}).get("AutoScalingGroups"))
+    return deleted
+
+
+def _terminate_instance(d: Caller, instance_id: str) -> bool:
+    terminated = done(d.call("ec2", "TerminateInstances", {"InstanceIds": [instance_id]}))
+    if terminated:
+        d.wait("ec2", "InstanceTerminated", {"InstanceIds": [instance_id]})
+    return terminated
+
+
+# Launch templates are checked for existence (and tags) only: versions are immutable and the group pins one.
+KINDS = (
+    Kind("ec2:instance",
+         find=tagged("ec2:instance", Request("ec2", "DescribeInstances", {
+             "Filters": [*TAGGED, {"Name": "instance-state-name", "Values": _INSTANCE_STATES}]}),
+             "Reservations[].Instances[]", "InstanceId", 10,
+             detail=lambda i: f"instance {i.get('InstanceType')} {i['State']['Name']}"),
+         delete=_terminate_instance, order=70),
+    Kind("ec2:launch-template",
+         describe=Describe(Request("ec2", "DescribeLaunchTemplates", {"LaunchTemplateIds": [it("LaunchTemplateId")]}),
+                           "LaunchTemplates[0]"),
+         find=tagged("ec2:launch-template", Request("ec2", "DescribeLaunchTemplates", {"Filters": TAGGED}),
+                     "LaunchTemplates", "LaunchTemplateId", 80, extra="LaunchTemplateName"),
+         delete=lambda d, i: done(d.call("ec2", "DeleteLaunchTemplate", {"LaunchTemplateId": i})), order=150),
+    Kind("ec2:network-interface",
+         find=tagged("ec2:network-interface", Request("ec2", "DescribeNetworkInterfaces", {"Filters": TAGGED}),
+                     "NetworkInterfaces", "NetworkInterfaceId", 90, extra="Status"),
+         delete=lambda d, i: done(d.call("ec2", "DeleteNetworkInterface", {"NetworkInterfaceId": i})), order=200),
+    Kind("ec2:volume",
+         find=tagged("ec2:volume", Request("ec2", "DescribeVolumes", {
+             "Filters": [*TAGGED, {"Name": "status", "Values": _VOLUME_STATES}]}), "Volumes", "VolumeId", 100, extra="State"),
+         delete=lambda d, i: done(d.call("ec2", "DeleteVolume", {"VolumeId": i})), order=210),
+    Kind("autoscaling:group",
+         describe=Describe(
+             Request("autoscaling", "DescribeAutoScalingGroups", {"AutoScalingGroupNames": [it("AutoScalingGroupName")]}),
+             "AutoScalingGroups[0]", (
+                 Attr("min size", "MinSize", "CreateAutoScalingGroup", "MinSize"),
+                 Attr("max size", "MaxSize", "CreateAutoScalingGroup", "MaxSize"),
+                 # Desired capacity moves with scaling; compared only for a fixed-size group (min == max).
+                 Attr("desired capacity", "DesiredCapacity", "CreateAutoScalingGroup",
+                      "MinSize == MaxSize && DesiredCapacity || `null`"),
+                 Attr("launch template", "LaunchTemplate.LaunchTemplateId", "CreateAutoScalingGroup",
+                      "LaunchTemplate.LaunchTemplateId"),
+                 Attr("target groups", "TargetGroupARNs", "CreateAutoScalingGroup", "TargetGroupARNs", True)),
+             gone=("Status", ("Delete in progress",))),
+         find=Find("autoscaling", 300, _find_groups),
+         delete=_delete_group, order=60, arn=("autoscaling", "autoScalingGroup")),
+)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from neurondeploy.resources.refs import ref
 from neurondeploy.resources.model import Request, Resource, Wait, resource
 from neurondeploy.resources.naming import aws_name, ownership_tags, tag_list
+from neurondeploy.resources.kinds import Attr, Caller, Describe, Find, Kind, Reader, Scan, done, it, ours
+from neurondeploy.specs import InferenceSpec
 
 ELB_NAME_MAX = 32  # LoadBalancerName / TargetGroupName
 # ALB-hour list price, us-east-1, unconfirmed (aws.amazon.com/elasticloadbalancing/pricing); LCU charges ignored.
@@ -14,7 +19,7 @@ SSL_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 HEALTH_CHECK_PATH = "/ping"  # the SageMaker container contract our server implements
 
 
-def alb_resource(spec, subnet_ids: list[str], *, after: list[str]) -> Resource:
+def alb_resource(spec: InferenceSpec, subnet_ids: list[str], *, after: list[str]) -> Resource:
     arn = ref("alb", "LoadBalancerArn")
     return resource("alb", "elbv2:load-balancer", [
         Request("elbv2", "CreateLoadBalancer", {
@@ -37,7 +42,7 @@ def alb_resource(spec, subnet_ids: list[str], *, after: list[str]) -> Resource:
         description="Internet-facing ALB; $0.0225/h + LCUs (list price, us-east-1, unconfirmed; LCUs ignored)")
 
 
-def target_group_resource(spec, vpc_id: str) -> Resource:
+def target_group_resource(spec: InferenceSpec, vpc_id: str) -> Resource:
     arn = ref("target-group", "TargetGroupArn")
     return resource("target-group", "elbv2:target-group", [
         Request("elbv2", "CreateTargetGroup", {
@@ -55,7 +60,7 @@ def target_group_resource(spec, vpc_id: str) -> Resource:
         description=f"HTTP :{spec.serving.port}, health check {HEALTH_CHECK_PATH} -> 200")
 
 
-def listener_resources(spec, certificate_arn: str | None) -> list[Resource]:
+def listener_resources(spec: InferenceSpec, certificate_arn: str | None) -> list[Resource]:
     """HTTPS 443 with the certificate and HTTP 80 redirecting to it; HTTP 80 forwarding without TLS."""
     forward = [{"Type": "forward", "TargetGroupArn": ref("target-group", "TargetGroupArn")}]
     if certificate_arn is None:
@@ -70,7 +75,7 @@ def listener_resources(spec, certificate_arn: str | None) -> list[Resource]:
     ]
 
 
-def _listener(spec, name: str, protocol: str, port: int, actions: list, extra: dict | None = None,
+def _listener(spec: InferenceSpec, name: str, protocol: str, port: int, actions: list, extra: dict | None = None,
               after: list[str] = ()) -> Resource:
     return resource(name, "elbv2:listener", [
         Request("elbv2", "CreateListener", {
@@ -79,3 +84,97 @@ def _listener(spec, name: str, protocol: str, port: int, actions: list, extra: d
         }, {"ListenerArn": "Listeners[0].ListenerArn"}),
     ], [Request("elbv2", "DeleteListener", {"ListenerArn": ref(name, "ListenerArn")})], after=after,
         description=f"{protocol} :{port} -> " + ("redirect to HTTPS" if actions[0]["Type"] == "redirect" else "target group"))
+
+
+# --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
+
+_ELB_TAGS_PER_CALL = 20
+
+
+def _ours_arns(scan: Scan, arns: list[str]) -> list[str]:
+    found = []
+    for start in range(0, len(arns), _ELB_TAGS_PER_CALL):
+        chunk = arns[start:start + _ELB_TAGS_PER_CALL]
+        for description in scan.call("elbv2", "DescribeTags", {"ResourceArns": chunk}).get("TagDescriptions", []):
+            if ours(description.get("Tags"), scan.deployment):
+                found.append(description["ResourceArn"])
+    return found
+
+
+def _find_elbv2(scan: Scan) -> None:
+    balancers = [lb["LoadBalancerArn"] for page in scan.paged.call("elbv2", "DescribeLoadBalancers", {})
+                 for lb in page.get("LoadBalancers", [])]
+    ours_lbs = _ours_arns(scan, balancers)
+    for arn in ours_lbs:
+        scan.add("elbv2:load-balancer", arn, f"load balancer {arn.split('/')[-2]}")
+    listeners = [listener["ListenerArn"] for lb in ours_lbs
+                 for page in scan.paged.call("elbv2", "DescribeListeners", {"LoadBalancerArn": lb})
+                 for listener in page.get("Listeners", [])]
+    for arn in _ours_arns(scan, listeners):
+        scan.add("elbv2:listener", arn, "listener")
+    groups = [tg["TargetGroupArn"] for page in scan.paged.call("elbv2", "DescribeTargetGroups", {})
+              for tg in page.get("TargetGroups", [])]
+    for arn in _ours_arns(scan, groups):
+        scan.add("elbv2:target-group", arn, f"target group {arn.split('/')[-2]}")
+        health = scan.call("elbv2", "DescribeTargetHealth", {"TargetGroupArn": arn})
+        targets = [d["Target"] for d in health.get("TargetHealthDescriptions", [])]
+        if targets:
+            ids = ",".join(f"{t['Id']}:{t.get('Port', '')}" for t in targets)
+            scan.add("elbv2:target-registration", arn, f"targets {ids} still registered")
+
+
+_FIND = Find("elbv2", 200, _find_elbv2)
+
+
+def _elb_tags(aws: Reader, obj: dict, ids: Mapping) -> Any:
+    arn = obj.get("LoadBalancerArn") or obj.get("TargetGroupArn") or obj.get("ListenerArn")
+    descriptions = aws.call("elbv2", "DescribeTags", {"ResourceArns": [arn]}).get("TagDescriptions", [])
+    return descriptions[0].get("Tags") if descriptions else []
+
+
+def _deregister_targets(d: Caller, target_group_arn: str) -> bool:
+    health = d.call("elbv2", "DescribeTargetHealth", {"TargetGroupArn": target_group_arn}) or {}
+    deregistered = False
+    for description in health.get("TargetHealthDescriptions", []):
+        target = {k: v for k, v in description["Target"].items() if k in ("Id", "Port", "AvailabilityZone")}
+        # A terminated instance is refused as InvalidTarget: it is no target any more, which is the goal.
+        deregistered |= done(d.call("elbv2", "DeregisterTargets", {"TargetGroupArn": target_group_arn, "Targets": [target]}))
+    return deregistered
+
+
+def _delete_load_balancer(d: Caller, arn: str) -> bool:
+    deleted = done(d.call("elbv2", "DeleteLoadBalancer", {"LoadBalancerArn": arn}))
+    if deleted:
+        d.wait("elbv2", "LoadBalancersDeleted", {"LoadBalancerArns": [arn]})
+    return deleted
+
+
+KINDS = (
+    # A target group's registrations (the Auto Scaling group's instances): its id is the target group's ARN.
+    Kind("elbv2:target-registration", find=_FIND, delete=_deregister_targets, order=80),
+    Kind("elbv2:listener",
+         describe=Describe(Request("elbv2", "DescribeListeners", {"ListenerArns": [it("ListenerArn")]}), "Listeners[0]", (
+             Attr("port", "Port", "CreateListener", "Port"),
+             Attr("protocol", "Protocol", "CreateListener", "Protocol"),
+             Attr("certificate", "Certificates[0].CertificateArn", "CreateListener", "Certificates[0].CertificateArn"),
+             Attr("default action", "DefaultActions[0].Type", "CreateListener", "DefaultActions[0].Type")), tags=_elb_tags),
+         find=_FIND, delete=lambda d, arn: done(d.call("elbv2", "DeleteListener", {"ListenerArn": arn})), order=90,
+         arn=("elasticloadbalancing", "listener")),
+    Kind("elbv2:load-balancer",
+         describe=Describe(Request("elbv2", "DescribeLoadBalancers", {"LoadBalancerArns": [it("LoadBalancerArn")]}),
+                           "LoadBalancers[0]", (
+                               Attr("scheme", "Scheme", "CreateLoadBalancer", "Scheme"),
+                               Attr("security groups", "SecurityGroups", "CreateLoadBalancer", "SecurityGroups", True)),
+                           bad=("State.Code", ("failed",)), tags=_elb_tags),
+         find=_FIND, delete=_delete_load_balancer, order=100, arn=("elasticloadbalancing", "loadbalancer")),
+    Kind("elbv2:target-group",
+         describe=Describe(Request("elbv2", "DescribeTargetGroups", {"TargetGroupArns": [it("TargetGroupArn")]}),
+                           "TargetGroups[0]", (
+                               Attr("port", "Port", "CreateTargetGroup", "Port"),
+                               Attr("protocol", "Protocol", "CreateTargetGroup", "Protocol"),
+                               Attr("health check path", "HealthCheckPath", "CreateTargetGroup", "HealthCheckPath"),
+                               Attr("health check codes", "Matcher.HttpCode", "CreateTargetGroup", "Matcher.HttpCode")),
+                           tags=_elb_tags),
+         find=_FIND, delete=lambda d, arn: done(d.call("elbv2", "DeleteTargetGroup", {"TargetGroupArn": arn})), order=110,
+         arn=("elasticloadbalancing", "targetgroup")),
+)

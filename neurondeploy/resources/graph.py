@@ -1,8 +1,7 @@
-"""TODO docstring."""
+"""The dependency graph of a deployment's resources: structural checks and creation order."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from neurondeploy.errors import PlanError

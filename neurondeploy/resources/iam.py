@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import unquote
 
 from neurondeploy.resources.refs import ref
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, resource
@@ -21,6 +24,8 @@ from neurondeploy.resources.naming import (
     split_s3,
     tag_list,
 )
+from neurondeploy.specs import Spec
+from neurondeploy.resources.kinds import Attr, Caller, Describe, Expected, Find, Kind, Scan, done, it, ours
 
 ROLE_PATH = "/neurondeploy/"
 ROLE_NAME_MAX = 64
@@ -36,7 +41,7 @@ def _trust(service: str) -> str:
     return policy_document([{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}])
 
 
-def role_resource(spec, name: str, suffix: str, service: str, statements: list[dict], description: str) -> Resource:
+def role_resource(spec: Spec, name: str, suffix: str, service: str, statements: list[dict], description: str) -> Resource:
     role_name = aws_name(spec, suffix, ROLE_NAME_MAX)
     return resource(name, "iam:role", [
         Request("iam", "CreateRole", {
@@ -51,7 +56,7 @@ def role_resource(spec, name: str, suffix: str, service: str, statements: list[d
     ], description=description)
 
 
-def instance_role_resources(spec, ctx: PlanContext, artifact_s3_uri: str) -> list[Resource]:
+def instance_role_resources(spec: Spec, ctx: PlanContext, artifact_s3_uri: str) -> list[Resource]:
     """Role + instance profile for EC2 serving instances: read the artifact, write their own log group.
     With ``iam.role_arn`` only the profile is created, carrying that role (left unchanged)."""
     region = spec.region
@@ -140,3 +145,89 @@ def vpc_statements() -> list[dict]:
         "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
         "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
         "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"], "Resource": "*"}]
+
+
+# --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
+
+
+def _find_iam(scan: Scan) -> None:
+    # IAM is global and not in the tagging API; our builders put roles and profiles under ROLE_PATH and name
+    # them "<deployment>-...", so only those need their tags read.
+    prefix = scan.deployment + "-"
+    for page in scan.paged.call("iam", "ListRoles", {"PathPrefix": ROLE_PATH}):
+        for role in page.get("Roles", []):
+            if role["RoleName"].startswith(prefix):
+                tags = scan.call("iam", "ListRoleTags", {"RoleName": role["RoleName"]}).get("Tags")
+                if ours(tags, scan.deployment):
+                    scan.add("iam:role", role["RoleName"], f"IAM role {role['Arn']}", "global")
+    for page in scan.paged.call("iam", "ListInstanceProfiles", {"PathPrefix": ROLE_PATH}):
+        for profile in page.get("InstanceProfiles", []):
+            if profile["InstanceProfileName"].startswith(prefix):
+                # GetInstanceProfile returns the tags (ListInstanceProfiles does not on AWS; moto lacks
+                # ListInstanceProfileTags).
+                got = scan.call("iam", "GetInstanceProfile", {"InstanceProfileName": profile["InstanceProfileName"]})
+                if ours(got["InstanceProfile"].get("Tags"), scan.deployment):
+                    scan.add("iam:instance-profile", profile["InstanceProfileName"],
+                             f"instance profile {profile['Arn']}", "global")
+
+
+_FIND = Find("iam", 400, _find_iam)
+
+
+def _policy(document: Any) -> Any:
+    if isinstance(document, str):
+        try:
+            return json.loads(unquote(document) if document.startswith("%7B") else document)
+        except ValueError:
+            return document
+    return document
+
+
+def _compare_role(aws: Caller, role: dict, ids: Mapping, expected: Expected) -> list[str]:
+    problems = []
+    name = role["RoleName"]
+    trust = expected.value("CreateRole", "AssumeRolePolicyDocument")
+    if trust is not None and _policy(role.get("AssumeRolePolicyDocument")) != _policy(trust):
+        problems.append("trust policy changed")
+    for params in expected.all("PutRolePolicy"):
+        got = aws.call("iam", "GetRolePolicy", {"RoleName": name, "PolicyName": params["PolicyName"]})
+        if got is None:
+            problems.append(f"inline policy {params['PolicyName']} removed")
+            continue
+        if _policy(got.get("PolicyDocument")) != _policy(params["PolicyDocument"]):
+            problems.append(f"inline policy {params['PolicyName']} changed")
+    attached = [p for page in aws.paged.call("iam", "ListAttachedRolePolicies", {"RoleName": name})
+                for p in page.get("AttachedPolicies", [])]
+    if attached:  # we never attach managed policies
+        problems.append("managed policies attached: " + ", ".join(p["PolicyName"] for p in attached))
+    return problems
+
+
+def _delete_instance_profile(d: Caller, name: str) -> bool:
+    profile = (d.call("iam", "GetInstanceProfile", {"InstanceProfileName": name}) or {}).get("InstanceProfile", {})
+    for role in profile.get("Roles", []):
+        d.call("iam", "RemoveRoleFromInstanceProfile", {"InstanceProfileName": name, "RoleName": role["RoleName"]})
+    return done(d.call("iam", "DeleteInstanceProfile", {"InstanceProfileName": name}))
+
+
+def _delete_role(d: Caller, name: str) -> bool:
+    for page in d.paged.call("iam", "ListInstanceProfilesForRole", {"RoleName": name}):
+        for profile in page.get("InstanceProfiles", []):
+            d.call("iam", "RemoveRoleFromInstanceProfile", {"InstanceProfileName": profile["InstanceProfileName"], "RoleName": name})
+    for page in d.paged.call("iam", "ListRolePolicies", {"RoleName": name}):
+        for policy in page.get("PolicyNames", []):
+            d.call("iam", "DeleteRolePolicy", {"RoleName": name, "PolicyName": policy})
+    for page in d.paged.call("iam", "ListAttachedRolePolicies", {"RoleName": name}):
+        for policy in page.get("AttachedPolicies", []):
+            d.call("iam", "DetachRolePolicy", {"RoleName": name, "PolicyArn": policy["PolicyArn"]})
+    return done(d.call("iam", "DeleteRole", {"RoleName": name}))
+
+
+KINDS = (
+    Kind("iam:instance-profile",
+         describe=Describe(Request("iam", "GetInstanceProfile", {"InstanceProfileName": it("InstanceProfileName")}),
+                           "InstanceProfile", (Attr("role", "Roles[0].RoleName", "AddRoleToInstanceProfile", "RoleName"),)),
+         find=_FIND, delete=_delete_instance_profile, order=160),
+    Kind("iam:role", describe=Describe(Request("iam", "GetRole", {"RoleName": it("RoleName")}), "Role", extra=_compare_role),
+         find=_FIND, delete=_delete_role, order=170),
+)

@@ -1,8 +1,7 @@
-"""TODO docstring."""
+"""Names, ownership tags, partitions, ARNs and S3 URIs of what neurondeploy creates: pure string building."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 import hashlib
 import json
 import re
@@ -10,6 +9,7 @@ from collections.abc import Mapping
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.refs import ref
 from neurondeploy.resources.model import PlanContext
+from neurondeploy.specs import Spec
 
 
 DEPLOYMENT_TAG = "neurondeploy:deployment"
@@ -21,7 +21,7 @@ MANAGED_BY_TAG = "neurondeploy:managed-by"
 MANAGED_BY = "neurondeploy"
 
 
-def aws_name(spec, suffix: str, limit: int) -> str:
+def aws_name(spec: Spec, suffix: str, limit: int) -> str:
     """``<spec.name>-<suffix>``, refused when over a service's length limit (specs cap names at 24)."""
     name = f"{spec.name}-{suffix}" if suffix else spec.name
     if len(name) > limit:
@@ -36,7 +36,7 @@ def content_suffix(params: Mapping) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-def ownership_tags(spec, **extra: str) -> dict[str, str]:
+def ownership_tags(spec: Spec, **extra: str) -> dict[str, str]:
     # Ours last: the spec refuses reserved prefixes, and ownership must never be overridden.
     return {**spec.tags, **extra, DEPLOYMENT_TAG: spec.name, MANAGED_BY_TAG: MANAGED_BY}
 
@@ -71,11 +71,11 @@ def bucket_name(region: str, ctx: PlanContext) -> str:
     return ctx.bucket or f"neurondeploy-{account(ctx)}-{region}"
 
 
-def artifact_uri(spec, ctx: PlanContext) -> str:
+def artifact_uri(spec: Spec, ctx: PlanContext) -> str:
     return ctx.artifact_s3_uri or f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/artifact/model.tar.gz"
 
 
-def source_uri(spec, ctx: PlanContext) -> str:
+def source_uri(spec: Spec, ctx: PlanContext) -> str:
     archive = f"sourcedir-{ctx.source_digest or ctx.run_id}.tar.gz"
     return ctx.source_s3_uri or f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/source/{archive}"
 

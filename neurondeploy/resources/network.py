@@ -8,12 +8,15 @@ runs once at apply and subnets use ``${azs.Zone1}``, ``${azs.Zone2}``, ... (sort
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.refs import ref
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, lookup, resource
 from neurondeploy.resources.naming import ec2_tags
+from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Expected, Kind, done, it, tagged
+from neurondeploy.specs import Spec
 
 # List prices, us-east-1, unconfirmed (aws.amazon.com/vpc/pricing: NAT gateway $0.045/h plus $0.045/GB
 # processed, ignored here; public IPv4 address $0.005/h since 2024-02).
@@ -31,7 +34,7 @@ class Network:
     ready: tuple[str, ...]  # the same for every subnet: instances need them before they boot (pip, S3)
 
 
-def availability_zones(spec, ctx: PlanContext, instance_type: str) -> tuple[list[str], list[Resource]]:
+def availability_zones(spec: Spec, ctx: PlanContext, instance_type: str) -> tuple[list[str], list[Resource]]:
     """``count`` AZ names: the context's, or refs to an apply-time lookup of where the type is offered."""
     count = spec.network.availability_zones
     if ctx.availability_zones:
@@ -57,7 +60,7 @@ def subnet_cidrs(network, zones: int) -> tuple[list[str], list[str]]:
     return blocks[:zones], blocks[zones:2 * zones]
 
 
-def network_resources(spec, ctx: PlanContext, instance_type: str) -> Network:
+def network_resources(spec: Spec, ctx: PlanContext, instance_type: str) -> Network:
     net = spec.network
     if not net.creates_vpc:
         return _existing_network(spec)
@@ -86,13 +89,13 @@ def network_resources(spec, ctx: PlanContext, instance_type: str) -> Network:
     return Network(tuple(resources), vpc_id, public_ids, instance_ids, public_ready, tuple(ready))
 
 
-def _existing_network(spec) -> Network:
+def _existing_network(spec: Spec) -> Network:
     net = spec.network  # the spec guarantees 2+ public subnets, and instance subnets when they are private
     instance_ids = net.instance_subnet_ids or net.public_subnet_ids
     return Network((), net.vpc_id, tuple(net.public_subnet_ids), tuple(instance_ids), (), ())
 
 
-def _vpc(spec) -> Resource:
+def _vpc(spec: Spec) -> Resource:
     vpc = ref("vpc", "VpcId")
     return resource("vpc", "ec2:vpc", [
         Request("ec2", "CreateVpc", {"CidrBlock": spec.network.vpc_cidr,
@@ -104,7 +107,7 @@ def _vpc(spec) -> Resource:
     ], [Request("ec2", "DeleteVpc", {"VpcId": vpc})], description=f"VPC {spec.network.vpc_cidr}")
 
 
-def _internet_gateway(spec) -> Resource:
+def _internet_gateway(spec: Spec) -> Resource:
     igw, vpc = ref("igw", "InternetGatewayId"), ref("vpc", "VpcId")
     return resource("igw", "ec2:internet-gateway", [
         Request("ec2", "CreateInternetGateway", {"TagSpecifications": ec2_tags(spec, "internet-gateway", spec.name)},
@@ -116,7 +119,7 @@ def _internet_gateway(spec) -> Resource:
     ], description="Internet gateway attached to the VPC")
 
 
-def _subnet(spec, name: str, cidr: str, zone: str, *, map_public_ip: bool) -> Resource:
+def _subnet(spec: Spec, name: str, cidr: str, zone: str, *, map_public_ip: bool) -> Resource:
     subnet = ref(name, "SubnetId")
     create = [Request("ec2", "CreateSubnet", {
         "VpcId": ref("vpc", "VpcId"), "CidrBlock": cidr, "AvailabilityZone": zone,
@@ -128,7 +131,7 @@ def _subnet(spec, name: str, cidr: str, zone: str, *, map_public_ip: bool) -> Re
                     description=f"Subnet {cidr}")
 
 
-def _route_table(spec, name: str, target: dict) -> Resource:
+def _route_table(spec: Spec, name: str, target: dict) -> Resource:
     table = ref(name, "RouteTableId")
     return resource(name, "ec2:route-table", [
         Request("ec2", "CreateRouteTable", {"VpcId": ref("vpc", "VpcId"),
@@ -147,7 +150,7 @@ def _association(name: str, table: str, subnet: str) -> Resource:
         taggable=False, description=f"Associates {subnet} with {table} (associations cannot be tagged)")
 
 
-def _nat_gateway(spec, public_subnet: str) -> list[Resource]:
+def _nat_gateway(spec: Spec, public_subnet: str) -> list[Resource]:
     allocation, nat = ref("eip-nat", "AllocationId"), ref("nat", "NatGatewayId")
     eip = resource("eip-nat", "ec2:elastic-ip", [
         Request("ec2", "AllocateAddress", {"Domain": "vpc", "TagSpecifications": ec2_tags(spec, "elastic-ip", f"{spec.name}-nat")},
@@ -169,7 +172,7 @@ def _nat_gateway(spec, public_subnet: str) -> list[Resource]:
 # --- security groups ---------------------------------------------------------------------------------------
 
 
-def security_group_resources(spec, vpc_id: str, *, port: int, listener_ports: list[int]) -> list[Resource]:
+def security_group_resources(spec: Spec, vpc_id: str, *, port: int, listener_ports: list[int]) -> list[Resource]:
     """ALB: ``listener_ports`` from allowed_cidrs only, egress only to the instances' port. Instances:
     ``port`` only from the ALB's group, no SSH; egress open (S3, PyPI, SSM)."""
     alb, inst = ref("sg-alb", "GroupId"), ref("sg-instances", "GroupId")
@@ -200,9 +203,188 @@ def security_group_resources(spec, vpc_id: str, *, port: int, listener_ports: li
     return [alb_sg, instances_sg, egress]
 
 
-def _create_group(spec, suffix: str, vpc_id: str, description: str) -> Request:
+def _create_group(spec: Spec, suffix: str, vpc_id: str, description: str) -> Request:
     name = f"{spec.name}-{suffix}"
     return Request("ec2", "CreateSecurityGroup", {
         "GroupName": name, "Description": description, "VpcId": vpc_id,
         "TagSpecifications": ec2_tags(spec, "security-group", name),
     }, {"GroupId": "GroupId"})
+
+
+# --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
+
+_NAT_STATES = ["pending", "available", "deleting", "failed"]
+
+
+def _rule_set(permissions: Iterable[dict]) -> set[tuple]:
+    """IpPermissions as comparable rules: (protocol, from, to, source)."""
+    rules = set()
+    for p in permissions or []:
+        key = (str(p.get("IpProtocol")), p.get("FromPort"), p.get("ToPort"))
+        if key[0] == "-1":
+            key = ("-1", None, None)
+        sources = [f"cidr {r['CidrIp']}" for r in p.get("IpRanges", [])]
+        sources += [f"cidr6 {r['CidrIpv6']}" for r in p.get("Ipv6Ranges", [])]
+        sources += [f"group {g['GroupId']}" for g in p.get("UserIdGroupPairs", [])]
+        sources += [f"prefix-list {x['PrefixListId']}" for x in p.get("PrefixListIds", [])]
+        rules.update((*key, source) for source in sources)
+    return rules
+
+
+def _show(rule: tuple) -> str:
+    protocol, low, high, source = rule
+    ports = "all" if protocol == "-1" else f"{protocol} {low}" + (f"-{high}" if high != low else "")
+    return f"{ports} from {source}"
+
+
+def _ingress(aws: Caller, group: dict, ids: Mapping, expected: Expected) -> list[str]:
+    # Egress is not compared here: the one egress rule we add is its own resource (ec2:security-group-rule).
+    wanted = [p for params in expected.all("AuthorizeSecurityGroupIngress") for p in params.get("IpPermissions", [])]
+    if not expected.has("CreateSecurityGroup"):
+        return []  # no create requests known: nothing to compare with
+    want, have = _rule_set(wanted), _rule_set(group.get("IpPermissions"))
+    problems = [f"ingress rule added outside the tool: {_show(r)}" for r in sorted(have - want, key=str)]
+    problems += [f"ingress rule removed: {_show(r)}" for r in sorted(want - have, key=str)]
+    return problems
+
+
+def _routes(aws: Caller, table: dict, ids: Mapping, expected: Expected) -> list[str]:
+    problems = []
+    live = {(r.get("DestinationCidrBlock"), r.get("GatewayId") or r.get("NatGatewayId")): r.get("State")
+            for r in table.get("Routes", [])}
+    for params in expected.all("CreateRoute"):
+        target = params.get("GatewayId") or params.get("NatGatewayId")
+        state = live.get((params.get("DestinationCidrBlock"), target))
+        if state is None:
+            problems.append(f"route {params.get('DestinationCidrBlock')} -> {target} removed")
+        elif state != "active":
+            problems.append(f"route {params.get('DestinationCidrBlock')} -> {target} is {state}")
+    return problems
+
+
+def _compare_association(aws: Caller, table: dict, ids: Mapping, expected: Expected) -> list[str]:
+    mine = [a for a in table.get("Associations", []) if a.get("RouteTableAssociationId") == ids.get("AssociationId")]
+    want = expected.value("AssociateRouteTable", "SubnetId")
+    if mine and want is not None and mine[0].get("SubnetId") != want:
+        return [f"associated with {mine[0].get('SubnetId')}, not {want}"]
+    return []
+
+
+def revoke_rule(d: Caller, rule: dict) -> bool:
+    """Revoke one described security group rule (ingress or egress)."""
+    params = {"GroupId": rule["GroupId"], "SecurityGroupRuleIds": [rule["SecurityGroupRuleId"]]}
+    if rule.get("IsEgress"):
+        return done(d.call("ec2", "RevokeSecurityGroupEgress", params))
+    return done(d.call("ec2", "RevokeSecurityGroupIngress", params))
+
+
+def release_security_groups(d: Caller, group_ids: list[str]) -> None:
+    """Revoke every rule of these groups that names another group (see the sweep's release_security_groups)."""
+    for page in d.paged.call("ec2", "DescribeSecurityGroupRules", {"Filters": [{"Name": "group-id", "Values": group_ids}]}):
+        for rule in page.get("SecurityGroupRules", []):
+            if rule.get("ReferencedGroupInfo", {}).get("GroupId"):
+                revoke_rule(d, rule)
+
+
+def _delete_nat_gateway(d: Caller, nat_id: str) -> bool:
+    deleted = done(d.call("ec2", "DeleteNatGateway", {"NatGatewayId": nat_id}))
+    if deleted:
+        d.wait("ec2", "NatGatewayDeleted", {"NatGatewayIds": [nat_id]})  # then its Elastic IP is free
+    return deleted
+
+
+def _release_address(d: Caller, allocation_id: str) -> bool:
+    addresses = (d.call("ec2", "DescribeAddresses", {"AllocationIds": [allocation_id]}) or {}).get("Addresses", [])
+    for address in addresses:
+        if address.get("AssociationId"):  # an instance's; a deleted NAT gateway's association is gone on AWS
+            d.call("ec2", "DisassociateAddress", {"AssociationId": address["AssociationId"]})
+    return bool(addresses) and done(d.call("ec2", "ReleaseAddress", {"AllocationId": allocation_id}))
+
+
+def _delete_security_group_rule(d: Caller, rule_id: str) -> bool:
+    found = d.call("ec2", "DescribeSecurityGroupRules", {"SecurityGroupRuleIds": [rule_id]}) or {}
+    revoked = [revoke_rule(d, rule) for rule in found.get("SecurityGroupRules", [])]  # every one, no short cut
+    return any(revoked)
+
+
+def _delete_route_table(d: Caller, table_id: str) -> bool:
+    tables = (d.call("ec2", "DescribeRouteTables", {"RouteTableIds": [table_id]}) or {}).get("RouteTables", [])
+    for association in (tables[0].get("Associations", []) if tables else []):
+        if association.get("Main"):
+            return False  # the VPC's main table goes with the VPC
+        d.call("ec2", "DisassociateRouteTable", {"AssociationId": association["RouteTableAssociationId"]})
+    return done(d.call("ec2", "DeleteRouteTable", {"RouteTableId": table_id}))
+
+
+def _delete_internet_gateway(d: Caller, gateway_id: str) -> bool:
+    found = d.call("ec2", "DescribeInternetGateways", {"InternetGatewayIds": [gateway_id]}) or {}
+    for gateway in found.get("InternetGateways", []):
+        for attachment in gateway.get("Attachments", []):
+            d.call("ec2", "DetachInternetGateway", {"InternetGatewayId": gateway_id, "VpcId": attachment["VpcId"]})
+    return done(d.call("ec2", "DeleteInternetGateway", {"InternetGatewayId": gateway_id}))
+
+
+# Elastic IPs have nothing of ours to compare: drift checks that they exist (and their tags) only.
+KINDS = (
+    Kind("ec2:vpc",
+         describe=Describe(Request("ec2", "DescribeVpcs", {"VpcIds": [it("VpcId")]}), "Vpcs[0]",
+                           (Attr("CIDR", "CidrBlock", "CreateVpc", "CidrBlock"),)),
+         find=tagged("ec2:vpc", Request("ec2", "DescribeVpcs", {"Filters": TAGGED}), "Vpcs", "VpcId", 20, extra="CidrBlock"),
+         delete=lambda d, i: done(d.call("ec2", "DeleteVpc", {"VpcId": i})), order=270),
+    Kind("ec2:subnet",
+         describe=Describe(Request("ec2", "DescribeSubnets", {"SubnetIds": [it("SubnetId")]}), "Subnets[0]", (
+             Attr("CIDR", "CidrBlock", "CreateSubnet", "CidrBlock"),
+             Attr("availability zone", "AvailabilityZone", "CreateSubnet", "AvailabilityZone"),
+             Attr("public IP on launch", "MapPublicIpOnLaunch", "ModifySubnetAttribute", "MapPublicIpOnLaunch.Value"))),
+         find=tagged("ec2:subnet", Request("ec2", "DescribeSubnets", {"Filters": TAGGED}), "Subnets", "SubnetId", 30,
+                     extra="CidrBlock"),
+         delete=lambda d, i: done(d.call("ec2", "DeleteSubnet", {"SubnetId": i})), order=240),
+    Kind("ec2:internet-gateway",
+         describe=Describe(Request("ec2", "DescribeInternetGateways", {"InternetGatewayIds": [it("InternetGatewayId")]}),
+                           "InternetGateways[0]",
+                           (Attr("attached VPC", "Attachments[0].VpcId", "AttachInternetGateway", "VpcId"),)),
+         find=tagged("ec2:internet-gateway", Request("ec2", "DescribeInternetGateways", {"Filters": TAGGED}),
+                     "InternetGateways", "InternetGatewayId", 70),
+         delete=_delete_internet_gateway, order=260),
+    Kind("ec2:route-table",
+         describe=Describe(Request("ec2", "DescribeRouteTables", {"RouteTableIds": [it("RouteTableId")]}),
+                           "RouteTables[0]", extra=_routes),
+         find=tagged("ec2:route-table", Request("ec2", "DescribeRouteTables", {"Filters": TAGGED}),
+                     "RouteTables", "RouteTableId", 60),
+         delete=_delete_route_table, order=250),
+    Kind("ec2:route-table-association",  # goes with its route table
+         describe=Describe(Request("ec2", "DescribeRouteTables", {
+             "Filters": [{"Name": "association.route-table-association-id", "Values": [it("AssociationId")]}]}),
+             "RouteTables[0]", extra=_compare_association, tags=None)),
+    Kind("ec2:elastic-ip",
+         describe=Describe(Request("ec2", "DescribeAddresses", {"AllocationIds": [it("AllocationId")]}), "Addresses[0]"),
+         find=tagged("ec2:elastic-ip", Request("ec2", "DescribeAddresses", {"Filters": TAGGED}), "Addresses",
+                     "AllocationId", 120, detail=lambda a: f"Elastic IP {a.get('PublicIp')}", paged=False),
+         delete=_release_address, order=190),
+    Kind("ec2:nat-gateway",
+         describe=Describe(Request("ec2", "DescribeNatGateways", {"NatGatewayIds": [it("NatGatewayId")]}), "NatGateways[0]",
+                           (Attr("subnet", "SubnetId", "CreateNatGateway", "SubnetId"),),
+                           gone=("State", ("deleting", "deleted")), bad=("State", ("failed",))),
+         # DescribeNatGateways calls its filter list "Filter".
+         find=tagged("ec2:nat-gateway", Request("ec2", "DescribeNatGateways", {
+             "Filter": [*TAGGED, {"Name": "state", "Values": _NAT_STATES}]}), "NatGateways", "NatGatewayId", 110,
+             detail=lambda nat: f"NAT gateway {nat.get('State')} in {nat.get('SubnetId')}"),
+         delete=_delete_nat_gateway, order=180, arn=("ec2", "natgateway")),
+    Kind("ec2:security-group",
+         describe=Describe(Request("ec2", "DescribeSecurityGroups", {"GroupIds": [it("GroupId")]}),
+                           "SecurityGroups[0]", extra=_ingress),
+         find=tagged("ec2:security-group", Request("ec2", "DescribeSecurityGroups", {"Filters": TAGGED}),
+                     "SecurityGroups", "GroupId", 40, extra="GroupName"),
+         # After release_security_groups (the sweep's): groups referring to each other delete in any order.
+         delete=lambda d, i: done(d.call("ec2", "DeleteSecurityGroup", {"GroupId": i})), order=230),
+    Kind("ec2:security-group-rule",
+         describe=Describe(Request("ec2", "DescribeSecurityGroupRules", {"SecurityGroupRuleIds": [it("SecurityGroupRuleId")]}),
+                           "SecurityGroupRules[0]", (
+                               Attr("protocol", "IpProtocol", "AuthorizeSecurityGroupEgress", "IpPermissions[0].IpProtocol"),
+                               Attr("port", "FromPort", "AuthorizeSecurityGroupEgress", "IpPermissions[0].FromPort"),
+                               Attr("referenced group", "ReferencedGroupInfo.GroupId", "AuthorizeSecurityGroupEgress",
+                                    "IpPermissions[0].UserIdGroupPairs[0].GroupId"))),
+         find=tagged("ec2:security-group-rule", Request("ec2", "DescribeSecurityGroupRules", {"Filters": TAGGED}),
+                     "SecurityGroupRules", "SecurityGroupRuleId", 50, extra="GroupId"),
+         delete=_delete_security_group_rule, order=220),
+)

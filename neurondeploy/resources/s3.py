@@ -1,8 +1,7 @@
-"""TODO docstring."""
+"""The account's shared neurondeploy bucket, as a resource."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 from neurondeploy.resources.naming import MANAGED_BY, MANAGED_BY_TAG, bucket_name
 from neurondeploy.resources.model import PlanContext, Request, Resource, resource
 

@@ -1,6 +1,9 @@
-"""SageMaker endpoints and training jobs as Resources, assembled from the builders in requests.py."""
+"""What SageMaker endpoints and training jobs share: names, tags, the execution role, VPC config and security group."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from neurondeploy.resources.iam import (
     role_resource,
@@ -10,11 +13,13 @@ from neurondeploy.resources.refs import ref
 from neurondeploy.resources.model import Request, Resource, resource
 from neurondeploy.resources.naming import ec2_tags
 from neurondeploy.resources.naming import ownership_tags, tag_list
+from neurondeploy.specs import Spec
+from neurondeploy.resources.kinds import Find, Reader, Scan, ours
 
 SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
 
 
-def execution_role_resources(spec, statements: list[dict], what: str) -> list[Resource]:
+def execution_role_resources(spec: Spec, statements: list[dict], what: str) -> list[Resource]:
     if spec.iam.role_arn:
         return []
     if vpc_config(spec):
@@ -23,7 +28,7 @@ def execution_role_resources(spec, statements: list[dict], what: str) -> list[Re
                           f"SageMaker execution role for {what} {spec.name}: its S3 prefixes, image and logs only")]
 
 
-def security_group_resources(spec, *, training: bool) -> list[Resource]:
+def security_group_resources(spec: Spec, *, training: bool) -> list[Resource]:
     """A group for SageMaker's ENIs when it joins the VPC without given groups. No ingress for endpoints;
     training hosts talk to each other (torchrun, EFA), so the group admits all traffic from itself."""
     config = vpc_config(spec)
@@ -46,11 +51,11 @@ def security_group_resources(spec, *, training: bool) -> list[Resource]:
 NAME_MAX = 63  # model, endpoint config, endpoint and training job names
 
 
-def execution_role_arn(spec) -> str:
+def execution_role_arn(spec: Spec) -> str:
     return spec.iam.role_arn or ref("execution-role", "Arn")
 
 
-def vpc_config(spec) -> dict | None:
+def vpc_config(spec: Spec) -> dict | None:
     """SageMaker joins the VPC only when existing subnets are named; its own group unless groups are given."""
     net = spec.network
     if not (net.vpc_id and net.instance_subnet_ids):
@@ -59,5 +64,45 @@ def vpc_config(spec) -> dict | None:
     return {"SecurityGroupIds": groups, "Subnets": list(net.instance_subnet_ids)}
 
 
-def sagemaker_tags(spec, **extra: str) -> list[dict]:
+def sagemaker_tags(spec: Spec, **extra: str) -> list[dict]:
     return tag_list(ownership_tags(spec, **extra))
+
+
+# --- kinds: the sweep's SageMaker source, shared by the endpoint's and the training job's kinds ----------------
+
+
+def _find_sagemaker(scan: Scan) -> None:
+    # Every name our builders give contains the deployment name: NameContains saves a ListTags per object.
+    paged, named = scan.paged, {"NameContains": scan.deployment}
+    endpoints = []
+    for pages, key, name_key, arn_key, kind in [
+        (paged.call("sagemaker", "ListEndpoints", named), "Endpoints", "EndpointName", "EndpointArn", "sagemaker:endpoint"),
+        (paged.call("sagemaker", "ListEndpointConfigs", named), "EndpointConfigs", "EndpointConfigName", "EndpointConfigArn",
+         "sagemaker:endpoint-config"),
+        (paged.call("sagemaker", "ListModels", named), "Models", "ModelName", "ModelArn", "sagemaker:model"),
+        # Jobs cannot be deleted; only a running one is a leftover (destroy stops it).
+        (paged.call("sagemaker", "ListTrainingJobs", {**named, "StatusEquals": "InProgress"}), "TrainingJobSummaries",
+         "TrainingJobName", "TrainingJobArn", "sagemaker:training-job"),
+    ]:
+        for page in pages:
+            for item in page.get(key, []):
+                tags = scan.call("sagemaker", "ListTags", {"ResourceArn": item[arn_key]}).get("Tags")
+                if ours(tags, scan.deployment):
+                    scan.add(kind, item[name_key], f"{kind.split(':')[1]} {item[name_key]}")
+                    if kind == "sagemaker:endpoint":
+                        endpoints.append(item[name_key])
+    if endpoints:  # scaling targets of our endpoints are ours (moto keeps no tags on scaling targets)
+        prefixes = tuple(f"endpoint/{e}/" for e in endpoints)
+        for page in paged.call("application-autoscaling", "DescribeScalableTargets", {"ServiceNamespace": "sagemaker"}):
+            for target in page.get("ScalableTargets", []):
+                if target["ResourceId"].startswith(prefixes):
+                    ident = "|".join((target["ServiceNamespace"], target["ScalableDimension"], target["ResourceId"]))
+                    scan.add("application-autoscaling:scalable-target", ident, f"scaling of {target['ResourceId']}")
+
+
+FIND_SAGEMAKER = Find("sagemaker", 500, _find_sagemaker)
+
+
+def tags_by_arn(arn_key: str) -> Callable[[Reader, dict, Mapping], Any]:
+    """Drift's tag reader for a SageMaker object whose describe names its ARN at ``arn_key``."""
+    return lambda aws, obj, ids: aws.call("sagemaker", "ListTags", {"ResourceArn": obj[arn_key]}).get("Tags")

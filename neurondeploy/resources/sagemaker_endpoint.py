@@ -1,4 +1,5 @@
-"""SageMaker request builders, one pure function per API call: ``<operation>_request(spec, ctx) -> dict``.
+"""SageMaker real-time endpoints on ml.inf2: one pure function per API call (``<operation>_request(spec, ctx)``), and
+the model, endpoint config, endpoint and autoscaling as Resources.
 
 Model and endpoint-config names end in a hash of their content: both are immutable, so a changed spec gets
 new ones and the endpoint is updated to them, while an unchanged spec re-plans to the same names.
@@ -28,6 +29,9 @@ from neurondeploy.resources.naming import parent_uri
 from neurondeploy.resources.sagemaker import (
     NAME_MAX, execution_role_arn, execution_role_resources, sagemaker_tags, security_group_resources, vpc_config,
 )
+from neurondeploy.specs import InferenceSpec
+from neurondeploy.resources.sagemaker import FIND_SAGEMAKER, tags_by_arn
+from neurondeploy.resources.kinds import Attr, Caller, Describe, Kind, done, it
 
 SERVING_REPOSITORY = "neurondeploy-serving"
 VARIANT = "AllTraffic"
@@ -43,7 +47,7 @@ _TGI_CAST = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # --- endpoint --------------------------------------------------------------------------------------------
 
 
-def container_image(spec, ctx: PlanContext) -> str:
+def container_image(spec: InferenceSpec, ctx: PlanContext) -> str:
     container = spec.deployment.container
     if container.image_uri:
         return container.image_uri
@@ -59,7 +63,7 @@ def default_serving_image(region: str, ctx: PlanContext) -> str:
     return f"{account(ctx)}.dkr.ecr.{region}.{domain}/{SERVING_REPOSITORY}:{__version__}"
 
 
-def model_environment(spec, ctx: PlanContext) -> dict[str, str]:
+def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
     """Container settings from the spec; deployment.container.env is added last."""
     kind = spec.deployment.container.kind
     batch, sequence = max(spec.compile.batch_sizes), max(spec.compile.sequence_lengths)
@@ -86,7 +90,7 @@ def model_environment(spec, ctx: PlanContext) -> dict[str, str]:
     return {**env, **spec.deployment.container.env}
 
 
-def create_model_request(spec, ctx: PlanContext) -> dict:
+def create_model_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
     container = {"Image": container_image(spec, ctx), "Mode": "SingleModel", "Environment": model_environment(spec, ctx)}
     if spec.deployment.container.kind == "neurondeploy":  # HF containers load the model from the Hub themselves
         container["ModelDataUrl"] = artifact_uri(spec, ctx)
@@ -97,7 +101,7 @@ def create_model_request(spec, ctx: PlanContext) -> dict:
     return {"ModelName": aws_name(spec, "model-" + content_suffix({**params, "Tags": tags}), NAME_MAX), **params, "Tags": tags}
 
 
-def endpoint_volume_gib(spec, ctx: PlanContext) -> int | None:
+def endpoint_volume_gib(spec: InferenceSpec, ctx: PlanContext) -> int | None:
     """EBS per instance; None on NVMe types (SageMaker refuses VolumeSizeInGB for ml.trn1, facts §1.3)."""
     if catalog.get_instance(spec.deployment.instance_type).nvme_instance_storage:
         return None
@@ -114,7 +118,7 @@ def endpoint_volume_gib(spec, ctx: PlanContext) -> int | None:
     return min(VOLUME_MAX_GIB, max(VOLUME_MIN_GIB, wanted))
 
 
-def create_endpoint_config_request(spec, ctx: PlanContext) -> dict:
+def create_endpoint_config_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
     deployment = spec.deployment
     variant = {
         "VariantName": VARIANT, "ModelName": create_model_request(spec, ctx)["ModelName"],
@@ -133,12 +137,12 @@ def create_endpoint_config_request(spec, ctx: PlanContext) -> dict:
             **params, "Tags": tags}
 
 
-def create_endpoint_request(spec, ctx: PlanContext) -> dict:
+def create_endpoint_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
     return {"EndpointName": aws_name(spec, "", NAME_MAX),
             "EndpointConfigName": create_endpoint_config_request(spec, ctx)["EndpointConfigName"], "Tags": sagemaker_tags(spec)}
 
 
-def update_endpoint_request(spec, ctx: PlanContext) -> dict:
+def update_endpoint_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
     """Blue/green: SageMaker starts the new config's instances, shifts traffic once they pass the health check,
     then stops the old ones. Under autoscaling the variant's instance count belongs to the scaling policy, so
     it is kept (RetainAllVariantProperties) rather than reset to InitialInstanceCount."""
@@ -147,11 +151,11 @@ def update_endpoint_request(spec, ctx: PlanContext) -> dict:
             "RetainAllVariantProperties": bool(spec.deployment.autoscaling)}
 
 
-def scaling_resource_id(spec) -> str:
+def scaling_resource_id(spec: InferenceSpec) -> str:
     return f"endpoint/{spec.name}/variant/{VARIANT}"
 
 
-def register_scalable_target_request(spec) -> dict:
+def register_scalable_target_request(spec: InferenceSpec) -> dict:
     scaling = spec.deployment.autoscaling
     return {"ServiceNamespace": "sagemaker", "ResourceId": scaling_resource_id(spec),
             "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
@@ -159,7 +163,7 @@ def register_scalable_target_request(spec) -> dict:
             "Tags": ownership_tags(spec)}
 
 
-def put_scaling_policy_request(spec) -> dict:
+def put_scaling_policy_request(spec: InferenceSpec) -> dict:
     scaling = spec.deployment.autoscaling
     return {"PolicyName": f"{spec.name}-invocations-per-instance", "ServiceNamespace": "sagemaker",
             "ResourceId": scaling_resource_id(spec), "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
@@ -174,7 +178,7 @@ def put_scaling_policy_request(spec) -> dict:
 # --- training ---------------------------------------------------------------------------------------------
 
 
-def endpoint_resources(spec, ctx: PlanContext) -> list[Resource]:
+def endpoint_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resource]:
     """Execution role (unless given), model, endpoint config, endpoint, and autoscaling when asked."""
     image = container_image(spec, ctx)
     statements = ecr_pull_statements(spec.region, [image]) + sagemaker_log_statements(spec.region, ctx, f"Endpoints/{spec.name}")
@@ -205,7 +209,7 @@ def endpoint_resources(spec, ctx: PlanContext) -> list[Resource]:
     return with_lookups(resources)
 
 
-def endpoint_resource(spec, ctx: PlanContext, endpoint: dict) -> Resource:
+def endpoint_resource(spec: InferenceSpec, ctx: PlanContext, endpoint: dict) -> Resource:
     """The endpoint; a changed config is rolled out in place with UpdateEndpoint (same ARN, no downtime), checked
     afterwards: a failed update leaves SageMaker InService on the old config, which must then stay."""
     name = endpoint["EndpointName"]
@@ -220,7 +224,7 @@ def endpoint_resource(spec, ctx: PlanContext, endpoint: dict) -> Resource:
                     expect={"EndpointConfigName": update["EndpointConfigName"]})])
 
 
-def endpoint_scaling_resource(spec, instance_type: str) -> Resource:
+def endpoint_scaling_resource(spec: InferenceSpec, instance_type: str) -> Resource:
     """Scalable target + target-tracking policy. RegisterScalableTarget and PutScalingPolicy update what exists,
     so new capacities are sent in place. The variant's instance type is part of its identity: SageMaker refuses an
     UpdateEndpoint that changes the type of a registered variant, so such a change deregisters it first (the
@@ -241,3 +245,48 @@ def endpoint_scaling_resource(spec, instance_type: str) -> Resource:
         identity=[target["ResourceId"], target["ScalableDimension"], instance_type],
         update=[Request("application-autoscaling", "RegisterScalableTarget",  # tags stay as created
                         {k: v for k, v in target.items() if k != "Tags"}), policy])
+
+
+# --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
+
+
+def _deregister_scalable_target(d: Caller, ident: str) -> bool:
+    namespace, dimension, resource_id = ident.split("|", 2)
+    return done(d.call("application-autoscaling", "DeregisterScalableTarget",
+                       {"ServiceNamespace": namespace, "ScalableDimension": dimension, "ResourceId": resource_id}))
+
+
+def _delete_endpoint(d: Caller, name: str) -> bool:
+    deleted = done(d.call("sagemaker", "DeleteEndpoint", {"EndpointName": name}))
+    if deleted:
+        d.wait("sagemaker", "EndpointDeleted", {"EndpointName": name})
+    return deleted
+
+
+# Models and endpoint configs are checked for existence (and tags) only: immutable, a change makes new ones under
+# a new name. Scalable targets' tags are not read (moto has no ListTagsForResource for them).
+KINDS = (
+    Kind("application-autoscaling:scalable-target",  # its id: "<namespace>|<dimension>|<resource id>"
+         describe=Describe(Request("application-autoscaling", "DescribeScalableTargets", {
+             "ServiceNamespace": it("ServiceNamespace"), "ResourceIds": [it("ResourceId")],
+             "ScalableDimension": it("ScalableDimension")}), "ScalableTargets[0]", (
+                 Attr("min capacity", "MinCapacity", "RegisterScalableTarget", "MinCapacity"),
+                 Attr("max capacity", "MaxCapacity", "RegisterScalableTarget", "MaxCapacity")), tags=None),
+         find=FIND_SAGEMAKER, delete=_deregister_scalable_target, order=10,
+         arn=("application-autoscaling", "scalable-target")),
+    Kind("sagemaker:endpoint",
+         describe=Describe(Request("sagemaker", "DescribeEndpoint", {"EndpointName": it("EndpointName")}), "@",
+                           (Attr("endpoint config", "EndpointConfigName", "CreateEndpoint", "EndpointConfigName"),),
+                           gone=("EndpointStatus", ("Deleting",)), bad=("EndpointStatus", ("Failed", "OutOfService")),
+                           tags=tags_by_arn("EndpointArn")),
+         find=FIND_SAGEMAKER, delete=_delete_endpoint, order=20),
+    Kind("sagemaker:endpoint-config",
+         describe=Describe(Request("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": it("EndpointConfigName")}),
+                           "@", tags=tags_by_arn("EndpointConfigArn")),
+         find=FIND_SAGEMAKER, order=30,
+         delete=lambda d, name: done(d.call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": name}))),
+    Kind("sagemaker:model",
+         describe=Describe(Request("sagemaker", "DescribeModel", {"ModelName": it("ModelName")}), "@",
+                           tags=tags_by_arn("ModelArn")),
+         find=FIND_SAGEMAKER, order=40, delete=lambda d, name: done(d.call("sagemaker", "DeleteModel", {"ModelName": name}))),
+)

@@ -1,12 +1,13 @@
-"""TODO docstring."""
+"""SageMaker training jobs on ml.trn1: the CreateTrainingJob request (image, torchrun, EFA, hyperparameters,
+checkpoints, spot) and the job as a Resource."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 import json
 import re
 from neurondeploy import catalog
 from neurondeploy.errors import PlanError
+from neurondeploy.specs.training import TrainingSpec
 from neurondeploy.resources.model import PlanContext
 from neurondeploy.resources.naming import (
     bucket_name,
@@ -15,6 +16,8 @@ from neurondeploy.resources.naming import (
 from neurondeploy.resources.iam import ecr_pull_statements, s3_statements, sagemaker_log_statements
 from neurondeploy.resources.model import Request, Resource, Wait, resource, with_lookups
 from neurondeploy.resources.naming import parent_uri, s3_prefix_arn
+from neurondeploy.resources.kinds import Caller, Kind, done
+from neurondeploy.resources.sagemaker import FIND_SAGEMAKER
 
 from neurondeploy.resources.sagemaker import (
     NAME_MAX, execution_role_arn, execution_role_resources, sagemaker_tags, security_group_resources, vpc_config,
@@ -33,7 +36,7 @@ ENVIRONMENT_MAX = 100
 _JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 
 
-def training_job_name(spec, ctx: PlanContext) -> str:
+def training_job_name(spec: TrainingSpec, ctx: PlanContext) -> str:
     name = f"{spec.name}-{ctx.run_id}"
     if len(name) > NAME_MAX or not _JOB_NAME.fullmatch(name):
         raise PlanError(f"training job name {name!r} must be at most {NAME_MAX} letters, digits and dashes",
@@ -41,20 +44,28 @@ def training_job_name(spec, ctx: PlanContext) -> str:
     return name
 
 
-def output_uri(spec, ctx: PlanContext) -> str:
+def output_uri(spec: TrainingSpec, ctx: PlanContext) -> str:
     return spec.output_s3_uri or f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/output"
 
 
-def training_hyperparameters(spec, ctx: PlanContext) -> dict[str, str]:
-    """JSON-encoded like the SageMaker SDK's framework estimators: the training toolkit json-decodes each
-    value before passing ``--key value`` to the script. Ours: the launch settings, and the parallel layout
-    and precision the reference script reads."""
-    dist = spec.distribution
-    ours = {
+def _launch_hyperparameters(spec: TrainingSpec, ctx: PlanContext) -> dict[str, object]:
+    """The training toolkit's own keys: which script to run from which archive, under torchrun."""
+    return {
         "sagemaker_program": spec.entry_point,
         "sagemaker_submit_directory": source_uri(spec, ctx),
         "sagemaker_torch_distributed_enabled": True,  # torchrun: the only strategy on Trainium (facts §4.1)
         "sagemaker_region": spec.region,
+    }
+
+
+_LAUNCH_KEYS = ("sagemaker_program", "sagemaker_submit_directory", "sagemaker_torch_distributed_enabled", "sagemaker_region")
+
+
+def script_hyperparameters(spec: TrainingSpec) -> dict[str, object]:
+    """What the entry script reads, before encoding: the spec's hyperparameters, then the parallel layout and
+    precision the reference script reads (neurondeploy's, so the spec may not set them)."""
+    dist = spec.distribution
+    layout = {
         "tensor_parallel_size": dist.tensor_parallel,
         "pipeline_parallel_size": dist.pipeline_parallel,
         "zero1": dist.zero1,
@@ -62,13 +73,21 @@ def training_hyperparameters(spec, ctx: PlanContext) -> dict[str, str]:
         "gradient_checkpointing": dist.gradient_checkpointing,
         "checkpoint_every_steps": spec.checkpoint.every_steps,
     }
-    clash = sorted(set(ours) & set(spec.hyperparameters))
+    clash = sorted((set(_LAUNCH_KEYS) | set(layout)) & set(spec.hyperparameters))
     if clash:
         raise PlanError(f"hyperparameters {', '.join(clash)} are set by neurondeploy from the spec",
                         "remove them from hyperparameters; set distribution / checkpoint / entry_point instead")
-    values = {**spec.hyperparameters, **ours}
-    if len(values) > HYPERPARAMETERS_MAX:
-        raise PlanError(f"{len(values)} hyperparameters; SageMaker allows {HYPERPARAMETERS_MAX}", "remove some")
+    count = len(spec.hyperparameters) + len(_LAUNCH_KEYS) + len(layout)
+    if count > HYPERPARAMETERS_MAX:
+        raise PlanError(f"{count} hyperparameters; SageMaker allows {HYPERPARAMETERS_MAX}", "remove some")
+    return {**spec.hyperparameters, **layout}
+
+
+def training_hyperparameters(spec: TrainingSpec, ctx: PlanContext) -> dict[str, str]:
+    """JSON-encoded like the SageMaker SDK's framework estimators: the training toolkit json-decodes each
+    value before passing ``--key value`` to the script. The launch settings come before the layout."""
+    script = script_hyperparameters(spec)
+    values = {**spec.hyperparameters, **_launch_hyperparameters(spec, ctx), **script}
     return {key: json.dumps(value) for key, value in values.items()}
 
 
@@ -79,7 +98,7 @@ _CC_FLAGS = {"fp32": "--model-type transformer --auto-cast=none",
              "bf16-stochastic-rounding": "--model-type transformer --auto-cast=none"}
 
 
-def training_environment(spec) -> dict[str, str]:
+def training_environment(spec: TrainingSpec) -> dict[str, str]:
     instance = catalog.get_instance(spec.instance_type)
     env = {"NEURON_CC_FLAGS": _CC_FLAGS[spec.distribution.precision],
            # Read by the reference script (no SageMaker field carries them; hyperparameters are nearly full).
@@ -104,7 +123,7 @@ def training_environment(spec) -> dict[str, str]:
     return env
 
 
-def input_data_config(spec) -> list[dict]:
+def input_data_config(spec: TrainingSpec) -> list[dict]:
     channels = []
     for name, channel in spec.inputs.items():
         if not channel.s3_uri:
@@ -115,7 +134,7 @@ def input_data_config(spec) -> list[dict]:
     return channels
 
 
-def create_training_job_request(spec, ctx: PlanContext) -> dict:
+def create_training_job_request(spec: TrainingSpec, ctx: PlanContext) -> dict:
     instance = catalog.get_instance(spec.instance_type)
     resources = {"InstanceType": instance.sagemaker_name, "InstanceCount": spec.instance_count}
     if not instance.nvme_instance_storage:  # VolumeSizeInGB is optional in ResourceConfig; NVMe types refuse it
@@ -150,7 +169,7 @@ def create_training_job_request(spec, ctx: PlanContext) -> dict:
 FINISHED_JOB_REFUSAL = "training job is in status"
 
 
-def training_job_resources(spec, ctx: PlanContext) -> list[Resource]:
+def training_job_resources(spec: TrainingSpec, ctx: PlanContext) -> list[Resource]:
     """Execution role (unless given) and the training job. A job cannot be deleted: destroy stops it."""
     job = create_training_job_request(spec, ctx)
     read = [parent_uri(source_uri(spec, ctx))] + [c.s3_uri for c in spec.inputs.values() if c.s3_uri]
@@ -173,3 +192,19 @@ def training_job_resources(spec, ctx: PlanContext) -> list[Resource]:
                     + (", managed spot" if spec.spot.enabled else "")
                     + "; destroy stops it (SageMaker keeps job records, they cannot be deleted)"))
     return with_lookups(resources)
+
+
+# --- kinds: how the sweep finds and stops a leftover job (resources.kinds) --------------------------------------
+
+
+def _stop_training_job(d: Caller, name: str) -> bool:
+    # Refused with ValidationException when it already finished: nothing to stop.
+    stopped = done(d.call("sagemaker", "StopTrainingJob", {"TrainingJobName": name}, refused=("ValidationException",)))
+    d.wait("sagemaker", "TrainingJobCompletedOrStopped", {"TrainingJobName": name})
+    return stopped
+
+
+# Not checked by drift: a job ends by design (`status` reports it). It cannot be deleted: a running one is stopped.
+KINDS = (
+    Kind("sagemaker:training-job", find=FIND_SAGEMAKER, delete=_stop_training_job, order=50),
+)

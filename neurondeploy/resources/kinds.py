@@ -1,0 +1,192 @@
+"""One record per resource kind, kept beside the builder that creates it: how drift describes it, how the sweep
+finds it by our tag, how the sweep deletes a leftover of it, and where it goes in the deletion order.
+
+The records are data and pure functions. A finder, deleter or drift comparison that needs AWS gets it from the
+engine as an argument (:class:`Scan`, :class:`Caller`, :class:`Reader`: spelt ``x.call("svc", "Op", ...)``, so
+that :mod:`neurondeploy.aws.iam_policy` sees every operation); nothing here imports boto3 or sends anything.
+
+:mod:`neurondeploy.resources.registry` collects every builder module's ``KINDS``.
+
+Deletion order (:attr:`Kind.order`, lowest first): dependents before what they use. The issue's order is a
+subsequence: instances -> target registration -> listeners -> ALB -> target group -> certificate -> records ->
+security groups -> subnets -> route tables -> internet gateways -> VPC. Additions, each where it must be: SageMaker
+(scaling target, endpoint, config, model) and Auto Scaling groups before the instances they run; the launch
+template and instance profile/role once no instance uses them; the NAT gateway (it sits in a subnet and holds its
+Elastic IP) and leftover network interfaces/volumes before security groups and subnets. Ownership TXT records go
+after the records they vouch for (created first, deleted last).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from neurondeploy.resources.model import Request
+from neurondeploy.resources.naming import DEPLOYMENT_TAG
+from neurondeploy.resources.refs import ref, resolve
+
+# --- what the engine hands a record's functions ----------------------------------------------------------------
+
+
+class Pages(Protocol):
+    def call(self, service: str, operation: str, params: dict) -> Iterator[dict]:
+        """Every page of a paginated list call; a refusal raises."""
+
+
+class Reader(Protocol):
+    def call(self, service: str, operation: str, params: dict) -> dict:
+        """The answer; every refusal raises (the engine decides what it means)."""
+
+
+class Caller(Protocol):
+    """Deleters and drift comparisons: ``call`` answers None where AWS says "already gone"."""
+
+    paged: Pages
+
+    def call(self, service: str, operation: str, params: dict, *, refused: tuple[str, ...] = ()) -> dict | None:
+        """The answer, or None where AWS says the thing is gone or refuses with a code in ``refused``; any other
+        refusal raises."""
+
+    def wait(self, service: str, waiter: str, params: dict) -> None:
+        """Run a botocore waiter."""
+
+    def poll_until_gone(self, what: str, describe: Callable[[], Any]) -> None:
+        """Call ``describe`` until it answers nothing (for deletes with no botocore waiter)."""
+
+
+class Scan(Protocol):
+    """What a finder gets from the sweep: raw reads, and ``add`` for each leftover it finds."""
+
+    deployment: str
+    paged: Pages
+    certificates: list[dict]  # our certificates' descriptions (set by the ACM finder) for the records finder
+
+    def call(self, service: str, operation: str, params: dict) -> dict:
+        """The answer; a refusal raises (the whole source then counts as unchecked)."""
+
+    def add(self, kind: str, ident: str, detail: str, where: str | None = None) -> None:
+        """Report one leftover; ``where`` is its region (default: the sweep's), "global" for IAM and Route 53."""
+
+
+# --- the record ----------------------------------------------------------------------------------------------
+
+
+class Expected:
+    """The resolved create requests of one recorded resource, by operation (what drift compares with)."""
+
+    def __init__(self, requests: list[tuple[str, dict]]) -> None:
+        self.requests = requests
+
+    def has(self, operation: str) -> bool:
+        return any(op == operation for op, _ in self.requests)
+
+    def all(self, operation: str) -> list[dict]:
+        return [params for op, params in self.requests if op == operation]
+
+    def value(self, operation: str, path: str) -> Any:
+        import jmespath
+
+        for params in self.all(operation):
+            found = jmespath.search(path, params)
+            if found is not None:
+                return found
+        return None
+
+
+@dataclass(frozen=True)
+class Attr:
+    """Live value at ``live`` (JMESPath into the described object) must equal the value at ``expected``
+    (JMESPath into the params of the create request ``operation``)."""
+
+    label: str
+    live: str
+    operation: str
+    expected: str
+    unordered: bool = False  # compare lists as sets
+
+
+@dataclass(frozen=True)
+class Describe:
+    """How drift checks one recorded resource of the kind."""
+
+    request: Request  # its params name the resource by ``${it.<Id>}`` refs to its ids (outputs + delete params)
+    found: str  # JMESPath to the object in the response; nothing there means missing
+    attrs: tuple[Attr, ...] = ()
+    gone: tuple[str, tuple[str, ...]] | None = None  # (state path, values): exists but on its way out
+    bad: tuple[str, tuple[str, ...]] | None = None  # (state path, values): reported as changed
+    tags: str | Callable[[Reader, dict, Mapping[str, Any]], Any] | None = "Tags"
+    extra: Callable[[Caller, dict, Mapping[str, Any], Expected], list[str]] | None = None
+    same: Callable[[dict, Mapping[str, Any]], bool] | None = None  # whether the found object is the recorded one
+
+
+@dataclass(frozen=True)
+class Find:
+    """One source of the sweep. Kinds found together (a load balancer's listeners) share one: it runs once."""
+
+    label: str  # names the source in an unchecked leftover; per-zone sources format ``{zone}`` into it
+    step: int  # the sweep reads its sources in this order
+    run: Callable[..., Any]  # run(scan), or run(scan, zone) when per_zone
+    per_zone: bool = False  # run once per hosted zone (Route 53 records)
+
+
+@dataclass(frozen=True)
+class Kind:
+    type: str  # "<service>:<kind>", as the builders name it
+    describe: Describe | None = None  # None: drift does not check it
+    find: Find | None = None  # None: the sweep does not look for it
+    delete: Callable[[Caller, str], bool] | None = None  # (caller, leftover id) -> deleted (False: already gone)
+    order: int | None = None  # position in the deletion order (module doc); set for every kind with a deleter
+    arn: tuple[str, str] | None = None  # (service, resource type) in its ARN when "<service>:<kind>" is not it
+
+
+# --- helpers for the records ---------------------------------------------------------------------------------
+
+
+def it(attribute: str) -> str:
+    """The ref a describe uses for one of the recorded resource's ids (its outputs and delete params)."""
+    return ref("it", attribute)
+
+
+# An EC2 filter for what carries our deployment tag; ${sweep.Deployment} is the deployment's name.
+TAGGED = [{"Name": f"tag:{DEPLOYMENT_TAG}", "Values": [ref("sweep", "Deployment")]}]
+
+
+def ours(tags: Any, deployment: str) -> bool:
+    """Whether tags (a list of Key/Value or a dict) carry ``neurondeploy:deployment=<deployment>``."""
+    if not tags:
+        return False
+    if isinstance(tags, dict):
+        return tags.get(DEPLOYMENT_TAG) == deployment
+    return any(t.get("Key") == DEPLOYMENT_TAG and t.get("Value") == deployment for t in tags)
+
+
+def done(response: dict | None) -> bool:
+    """A :meth:`Caller.call` answer as a deleter's result: False when it was already gone."""
+    return response is not None
+
+
+def ec2_detail(kind: str, item: dict, extra: Any = None) -> str:
+    name = next((t["Value"] for t in item.get("Tags", item.get("TagSet", [])) or [] if t.get("Key") == "Name"), "")
+    return " ".join(str(x) for x in (kind.split(":")[1], name, extra) if x)
+
+
+def tagged(kind: str, request: Request, items: str, ident: str, step: int, *, extra: str | None = None,
+           detail: Callable[[dict], str] | None = None, paged: bool = True) -> Find:
+    """A source that is one describe filtered by our tag (:data:`TAGGED` in its params): every item at
+    ``items`` (JMESPath into a page) is a leftover named by ``item[ident]``. Its detail is ``detail(item)``, or
+    the kind, its Name tag and ``item[extra]``."""
+
+    def run(scan: Scan) -> None:
+        import jmespath
+
+        params = resolve(request.params, {("sweep", "Deployment"): scan.deployment})
+        if paged:
+            pages: Iterable[dict] = scan.paged.call(request.service, request.operation, params)
+        else:
+            pages = [scan.call(request.service, request.operation, params)]
+        for page in pages:
+            for item in jmespath.search(items, page) or []:
+                scan.add(kind, item[ident], detail(item) if detail else ec2_detail(kind, item, item.get(extra) if extra else None))
+
+    return Find(f"{request.service} {request.operation}", step, run)
