@@ -7,6 +7,7 @@ from functools import cache
 
 from neurondeploy.catalog._data import load, unknown
 from neurondeploy.errors import CatalogError
+from neurondeploy.catalog.images import image_regions # reads sagemaker-core data files
 
 SAGEMAKER_PREFIX = "ml."
 PRICE_REGION = "us-east-1"  # the region price_usd_per_hour refers to when the data has it
@@ -70,8 +71,6 @@ def _regions(row: dict, prices: dict) -> tuple[tuple[str, ...], str, bool]:
     if how == "unknown":
         return (), "unknown: no region data in the facts file", False
     purpose = how.removeprefix("image:")
-    from neurondeploy.catalog.images import image_regions  # reads sagemaker-core data files
-
     try:
         found = image_regions(purpose)
     except CatalogError as err:

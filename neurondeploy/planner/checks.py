@@ -13,7 +13,7 @@ from typing import Callable, Iterable
 from neurondeploy import catalog
 from neurondeploy.errors import CatalogError, PlanError
 from neurondeploy.planner import sizing
-from neurondeploy.specs import InferenceSpec, LoadedSpec, TrainingSpec
+from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
 from neurondeploy.specs.inference import ModelArchitecture
 
 # Hosts with less RAM than this struggle to load (or export on the fly) a 7B-class model (facts §7, pain 13).
@@ -47,13 +47,8 @@ def warning(field: str, message: str, hint: str | None = None) -> Finding:
     return Finding("warning", field, message, hint)
 
 
-def instance_field(spec) -> str:
-    return "deployment.instance_type" if isinstance(spec, InferenceSpec) else "instance_type"
-
-
-def instance_of(spec) -> catalog.InstanceType:
-    name = spec.deployment.instance_type if isinstance(spec, InferenceSpec) else spec.instance_type
-    return catalog.get_instance(name)
+def instance_of(spec: Spec) -> catalog.InstanceType:
+    return catalog.get_instance(spec.instance_type)
 
 
 def serving_backend(spec: InferenceSpec) -> str:
@@ -62,15 +57,15 @@ def serving_backend(spec: InferenceSpec) -> str:
     return "trace" if spec.deployment.container.kind == "neurondeploy" else "nxdi"
 
 
-def sdk_path(spec) -> str:
-    if isinstance(spec, TrainingSpec):
+def sdk_path(spec: Spec) -> str:
+    if spec.kind == "training":
         return "training"
     return "trace-inference" if serving_backend(spec) == "trace" else "nxdi-inference"
 
 
 def model_architecture(loaded: LoadedSpec) -> ModelArchitecture | None:
     spec = loaded.spec
-    if isinstance(spec, TrainingSpec):
+    if spec.kind == "training":
         return spec.architecture
     if spec.model.architecture:
         return spec.model.architecture
@@ -90,7 +85,7 @@ def resolve_model_path(loaded: LoadedSpec) -> Path:
 
 def check_instance(loaded: LoadedSpec) -> Iterable[Finding]:
     spec = loaded.spec
-    field = instance_field(spec)
+    field = spec.instance_type_field
     try:
         instance = instance_of(spec)
     except CatalogError as exc:
@@ -100,20 +95,35 @@ def check_instance(loaded: LoadedSpec) -> Iterable[Finding]:
         yield error(field, f"{instance.name} is Inferentia 1 (NeuronCore-v1, Neuron SDK 1.x / torch-neuron), which neurondeploy does not target",
                     "use an inf2 type, e.g. inf2.xlarge")
         return
-    if isinstance(spec, TrainingSpec):
-        if instance.family.startswith("inf"):
-            yield error(field, f"{instance.name} is an inference chip; SageMaker has no ml.{instance.name} training type",
-                        "train on trn1.2xlarge, trn1.32xlarge or trn1n.32xlarge")
-        elif not instance.sagemaker_training:
-            yield error(field, f"ml.{instance.name} is not a SageMaker training instance type", "use trn1.2xlarge or trn1.32xlarge")
-        if spec.instance_count > 1 and instance.efa_devices == 0:
-            yield error("instance_count", f"multi-node training needs EFA, which {instance.name} does not have",
-                        "use trn1.32xlarge or trn1n.32xlarge for more than one instance")
-    elif spec.deployment.platform == "sagemaker" and not instance.sagemaker_endpoint:
-        yield error(field, f"ml.{instance.name} is not a SageMaker endpoint instance type", "use an inf2 type or platform ec2")
+    yield from _INSTANCE_USE[spec.kind, spec.platform](spec, instance, field)
     if spec.region not in instance.regions:
         yield error(field, f"{instance.name} is not offered in {spec.region}",
                     f"use a region where it is, e.g. {', '.join(instance.regions[:4])}")
+
+
+def _training_instance(spec: TrainingSpec, instance: catalog.InstanceType, field: str) -> Iterable[Finding]:
+    if instance.family.startswith("inf"):
+        yield error(field, f"{instance.name} is an inference chip; SageMaker has no ml.{instance.name} training type",
+                    "train on trn1.2xlarge, trn1.32xlarge or trn1n.32xlarge")
+    elif not instance.sagemaker_training:
+        yield error(field, f"ml.{instance.name} is not a SageMaker training instance type", "use trn1.2xlarge or trn1.32xlarge")
+    if spec.instance_count > 1 and instance.efa_devices == 0:
+        yield error("instance_count", f"multi-node training needs EFA, which {instance.name} does not have",
+                    "use trn1.32xlarge or trn1n.32xlarge for more than one instance")
+
+
+def _endpoint_instance(spec: InferenceSpec, instance: catalog.InstanceType, field: str) -> Iterable[Finding]:
+    if not instance.sagemaker_endpoint:
+        yield error(field, f"ml.{instance.name} is not a SageMaker endpoint instance type", "use an inf2 type or platform ec2")
+
+
+def _ec2_instance(spec: InferenceSpec, instance: catalog.InstanceType, field: str) -> Iterable[Finding]:
+    return ()
+
+
+# What an instance must offer for each (kind, platform).
+_INSTANCE_USE = {("training", "sagemaker"): _training_instance, ("inference", "sagemaker"): _endpoint_instance,
+                 ("inference", "ec2"): _ec2_instance}
 
 
 def check_sdk(loaded: LoadedSpec) -> Iterable[Finding]:
@@ -128,12 +138,7 @@ def check_sdk(loaded: LoadedSpec) -> Iterable[Finding]:
 
 def check_image(loaded: LoadedSpec) -> Iterable[Finding]:
     spec = loaded.spec
-    if isinstance(spec, TrainingSpec):
-        purpose, field, override = "training", "image_uri", spec.image_uri
-    else:
-        kind = spec.deployment.container.kind
-        purpose = {"neurondeploy": "inference", "hf-vllm": "vllm", "hf-tgi": "tgi"}[kind]
-        field, override = "deployment.container.image_uri", spec.deployment.container.image_uri
+    purpose, field, override = _IMAGE_CHOICE[spec.kind](spec)
     if override:
         return
     try:
@@ -142,9 +147,22 @@ def check_image(loaded: LoadedSpec) -> Iterable[Finding]:
         yield error(field, exc.message, exc.hint)
 
 
+def _training_image(spec: TrainingSpec) -> tuple[str, str, str | None]:
+    return "training", "image_uri", spec.image_uri
+
+
+def _inference_image(spec: InferenceSpec) -> tuple[str, str, str | None]:
+    purpose = {"neurondeploy": "inference", "hf-vllm": "vllm", "hf-tgi": "tgi"}[spec.deployment.container.kind]
+    return purpose, "deployment.container.image_uri", spec.deployment.container.image_uri
+
+
+# (catalogue image purpose, spec field, the spec's own image) for each kind.
+_IMAGE_CHOICE = {"training": _training_image, "inference": _inference_image}
+
+
 def check_compile_target(loaded: LoadedSpec) -> Iterable[Finding]:
     spec = loaded.spec
-    if not isinstance(spec, InferenceSpec) or spec.compile.target is None:
+    if spec.compile.target is None:
         return
     try:
         instance = instance_of(spec)
@@ -165,7 +183,7 @@ def check_parallel_layout(loaded: LoadedSpec) -> Iterable[Finding]:
         return
     if instance.compile_target is None:
         return
-    if isinstance(spec, InferenceSpec):
+    if spec.kind == "inference":
         backend, tp, field = serving_backend(spec), spec.deployment.tensor_parallel, "deployment.tensor_parallel"
     else:
         backend, tp, field = "training", spec.distribution.tensor_parallel, "distribution.tensor_parallel"
@@ -176,7 +194,7 @@ def check_parallel_layout(loaded: LoadedSpec) -> Iterable[Finding]:
     elif tp not in legal:
         why = "our server runs one traced replica per NeuronCore" if backend == "trace" else f"{backend} supports these degrees on {instance.family}"
         yield error(field, f"TP={tp} is not legal on {instance.name} ({why})", f"use one of {list(legal)}")
-    if isinstance(spec, TrainingSpec):
+    if spec.kind == "training":
         yield from _training_layout(spec, instance)
 
 
@@ -198,18 +216,26 @@ def _training_layout(spec: TrainingSpec, instance: catalog.InstanceType) -> Iter
                       f"use at least {d.pipeline_parallel}")
 
 
-def check_heads_and_fit(loaded: LoadedSpec) -> Iterable[Finding]:
-    spec = loaded.spec
-    try:
-        instance = instance_of(spec)
-        arch = model_architecture(loaded)
-    except (CatalogError, PlanError):
-        return  # reported by check_instance / check_model_source
-    if arch is None or instance.compile_target is None:
-        return
-    if isinstance(spec, TrainingSpec):
-        yield from _training_fit(spec, instance, arch)
-        return
+def _with_instance_and_architecture(fit: Callable[..., Iterable[Finding]]) -> Callable[[LoadedSpec], Iterable[Finding]]:
+    """A fit check of (spec, instance, architecture), run only when both are known (when not, check_instance and
+    the model checks report why)."""
+
+    def check(loaded: LoadedSpec) -> Iterable[Finding]:
+        try:
+            instance = instance_of(loaded.spec)
+            arch = model_architecture(loaded)
+        except (CatalogError, PlanError):
+            return ()
+        if arch is None or instance.compile_target is None:
+            return ()
+        return fit(loaded.spec, instance, arch)
+
+    check.__name__ = fit.__name__
+    return check
+
+
+@_with_instance_and_architecture
+def check_inference_fit(spec: InferenceSpec, instance: catalog.InstanceType, arch: ModelArchitecture) -> Iterable[Finding]:
     tp, backend = spec.deployment.tensor_parallel, serving_backend(spec)
     if backend == "nxdi" and arch.attention_heads % tp:
         divisors = [d for d in catalog.legal_tp_degrees(instance, backend) if arch.attention_heads % d == 0]
@@ -233,7 +259,8 @@ def check_heads_and_fit(loaded: LoadedSpec) -> Iterable[Finding]:
                       "deploy a precompiled model or use inf2.8xlarge or larger")
 
 
-def _training_fit(spec: TrainingSpec, instance: catalog.InstanceType, arch: ModelArchitecture) -> Iterable[Finding]:
+@_with_instance_and_architecture
+def check_training_fit(spec: TrainingSpec, instance: catalog.InstanceType, arch: ModelArchitecture) -> Iterable[Finding]:
     d = spec.distribution
     total = instance.neuron_cores * spec.instance_count
     dp = d.data_parallel or max(1, total // (d.tensor_parallel * d.pipeline_parallel))
@@ -247,8 +274,6 @@ def _training_fit(spec: TrainingSpec, instance: catalog.InstanceType, arch: Mode
 
 def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
     spec = loaded.spec
-    if not isinstance(spec, InferenceSpec):
-        return
     dep = spec.deployment
     try:
         instance = instance_of(spec)
@@ -267,20 +292,22 @@ def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
                     f"{len(spec.compile.buckets)} buckets were given", "list one batch size and one sequence length")
 
 
-def check_model_source(loaded: LoadedSpec) -> Iterable[Finding]:
+def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
     spec = loaded.spec
-    if isinstance(spec, TrainingSpec):
-        source = loaded.base_dir / spec.source_dir
-        script = source / spec.entry_point
-        if not script.is_file():
-            yield warning("entry_point", f"{script} does not exist here", "fix the path before `train` uploads source_dir")
-        elif (spec.distribution.tensor_parallel > 1 or spec.distribution.pipeline_parallel > 1) \
-                and REFERENCE_SCRIPT_MARKER in script.read_text(errors="replace")[:200]:
-            yield warning("distribution", "the reference training script runs tensor/pipeline parallel only with "
-                          "`train --local` (DTensor and torch pipelining on CPU); on Trainium it does data parallel "
-                          "and stops at start when TP or PP > 1",
-                          "check the layout with --local, then use an NxD Training (neuronx_distributed) script on Trn1")
-        return
+    source = loaded.base_dir / spec.source_dir
+    script = source / spec.entry_point
+    if not script.is_file():
+        yield warning("entry_point", f"{script} does not exist here", "fix the path before `train` uploads source_dir")
+    elif (spec.distribution.tensor_parallel > 1 or spec.distribution.pipeline_parallel > 1) \
+            and REFERENCE_SCRIPT_MARKER in script.read_text(errors="replace")[:200]:
+        yield warning("distribution", "the reference training script runs tensor/pipeline parallel only with "
+                      "`train --local` (DTensor and torch pipelining on CPU); on Trainium it does data parallel "
+                      "and stops at start when TP or PP > 1",
+                      "check the layout with --local, then use an NxD Training (neuronx_distributed) script on Trn1")
+
+
+def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
+    spec = loaded.spec
     if spec.model.path:
         path = resolve_model_path(loaded)
         if not path.exists():
@@ -292,21 +319,18 @@ def check_model_source(loaded: LoadedSpec) -> Iterable[Finding]:
                 yield error("model.path", exc.message, exc.hint)
 
 
-CHECKS: list[Callable[[LoadedSpec], Iterable[Finding]]] = [
-    check_instance,
-    check_sdk,
-    check_image,
-    check_compile_target,
-    check_parallel_layout,
-    check_model_source,
-    check_heads_and_fit,
-    check_sagemaker_endpoint,
-]
+Check = Callable[[LoadedSpec], Iterable[Finding]]
+# The checks of each spec kind, in the order their findings are reported.
+CHECKS: dict[str, list[Check]] = {
+    "inference": [check_instance, check_sdk, check_image, check_compile_target, check_parallel_layout,
+                  check_model_path, check_inference_fit, check_sagemaker_endpoint],
+    "training": [check_instance, check_sdk, check_image, check_parallel_layout, check_entry_script, check_training_fit],
+}
 
 
 def run_checks(loaded: LoadedSpec) -> list[Finding]:
     findings = []
-    for check in CHECKS:
+    for check in CHECKS[loaded.spec.kind]:
         for finding in check(loaded):
             path = tuple(int(p) if p.isdigit() else p for p in finding.field.split("."))
             finding.file, finding.line = loaded.source.file, loaded.source.line_of(path)

@@ -1,43 +1,42 @@
-"""TODO docstring."""
+"""The offline :class:`PlanContext` of a loaded spec: run id, and what each kind of spec adds to it (an
+endpoint's model size sizes its volume; a training job's source digest names the archive it uploads)."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 import dataclasses
+from collections.abc import Callable
+
 from neurondeploy.archive import artifact_digest
+from neurondeploy.planner.checks import model_architecture
+from neurondeploy.planner.sizing import DTYPE_BYTES, parameter_count
 from neurondeploy.resources.model import PlanContext
+from neurondeploy.specs import LoadedSpec
 
 
-_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
-
-
-def plan_context(loaded, **overrides) -> PlanContext:
+def plan_context(loaded: LoadedSpec, **overrides) -> PlanContext:
     """The offline context for ``loaded``: run id from the spec's digest (an unchanged spec re-planned gets the
-    same job name; pass ``run_id`` for a new run), model size from its architecture when known."""
-    values = {"run_id": loaded.digest[:8], "model_size_gib": _model_size_gib(loaded)}
-    if "source_digest" not in overrides:  # hashing a source tree is not free: a caller that has it passes it
-        values["source_digest"] = _source_digest(loaded)
+    same job name; pass ``run_id`` for a new run), plus its kind's values; ``overrides`` win."""
+    values = {"run_id": loaded.digest[:8], **_BY_KIND[loaded.spec.kind](loaded, overrides)}
     values.update(overrides)
     return dataclasses.replace(PlanContext(), **values)
 
 
-def _source_digest(loaded) -> str | None:
-    """Training source is uploaded content-addressed, so plan shows the object train will send."""
-    if loaded.spec.kind != "training":
-        return None
+def _training_values(loaded: LoadedSpec, overrides: dict) -> dict:
+    """Training source is uploaded content-addressed, so plan shows the object train will send. Hashing a source
+    tree is not free: a caller that has the digest passes it."""
+    if "source_digest" in overrides:
+        return {}
     directory = loaded.base_dir / loaded.spec.source_dir
-    return artifact_digest(directory)[:16] if directory.is_dir() else None
+    return {"source_digest": artifact_digest(directory)[:16] if directory.is_dir() else None}
 
 
-def _model_size_gib(loaded) -> float | None:
-    spec = loaded.spec
-    if spec.kind != "inference":
-        return None
+def _inference_values(loaded: LoadedSpec, overrides: dict) -> dict:
     try:
-        from neurondeploy.planner.checks import model_architecture
-        from neurondeploy.planner.sizing import parameter_count
-
         arch = model_architecture(loaded)
     except Exception:  # an unreadable model directory is reported by the checks, not here
-        return None
-    return None if arch is None else parameter_count(arch) * _DTYPE_BYTES[spec.model.dtype] / 2**30
+        return {"model_size_gib": None}
+    size = None if arch is None else parameter_count(arch) * DTYPE_BYTES[loaded.spec.model.dtype] / 2**30
+    return {"model_size_gib": size}
+
+
+_BY_KIND: dict[str, Callable[[LoadedSpec, dict], dict]] = {"inference": _inference_values, "training": _training_values}

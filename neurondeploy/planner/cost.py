@@ -1,8 +1,7 @@
-"""TODO docstring."""
+"""What a plan costs per hour (and a training run at most), from the catalogue's prices."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 from pydantic import BaseModel
 from neurondeploy import catalog
 from neurondeploy.planner.checks import instance_of
@@ -26,21 +25,14 @@ class Cost(BaseModel):
 def plan_cost(loaded: LoadedSpec, resources) -> Cost:
     spec = loaded.spec
     instance = instance_of(spec)
-    count = spec.instance_count if isinstance(spec, TrainingSpec) else spec.deployment.instance_count
-    on_sagemaker = isinstance(spec, TrainingSpec) or spec.deployment.platform == "sagemaker"
-    items = [CostItem(what=f"{count} × {instance.name} on-demand (EC2, {instance.price_region})",
-                      hourly_usd=catalog.price_per_hour(instance, count), source=instance.price_source,
+    items = [CostItem(what=f"{spec.instance_count} × {instance.name} on-demand (EC2, {instance.price_region})",
+                      hourly_usd=catalog.price_per_hour(instance, spec.instance_count), source=instance.price_source,
                       confirmed=instance.price_confirmed)]
     notes = []
-    if on_sagemaker:
+    if spec.platform == "sagemaker":
         notes.append(f"SageMaker bills ml.{instance.name} above the EC2 price and no first-party ml.* price is in the "
                      "catalogue: the total is a lower bound (query the AWS Pricing API for the exact figure)")
-    if isinstance(spec, TrainingSpec) and spec.spot.enabled:
-        notes.append("managed spot usually costs well below on-demand; the on-demand figure is the ceiling")
-    if isinstance(spec, InferenceSpec) and spec.deployment.autoscaling:
-        scaling = spec.deployment.autoscaling
-        notes.append(f"autoscaling between {scaling.min_instances} and {scaling.max_instances} instances: "
-                     f"up to ${(catalog.price_per_hour(instance, scaling.max_instances) or 0):,.2f}/h at max")
+    notes += _KIND_NOTES[spec.kind](spec, instance)
     for resource in resources:
         if resource.hourly_usd:
             items.append(CostItem(what=f"{resource.type} {resource.name}", hourly_usd=resource.hourly_usd,
@@ -48,6 +40,23 @@ def plan_cost(loaded: LoadedSpec, resources) -> Cost:
     known = [item.hourly_usd for item in items if item.hourly_usd is not None]
     hourly = round(sum(known), 4) if known else None
     ceiling = None
-    if isinstance(spec, TrainingSpec) and hourly is not None:
+    if spec.kind == "training" and hourly is not None:  # SageMaker stops a job at max_runtime_s
         ceiling = round(hourly * spec.max_runtime_s / 3600, 2)
     return Cost(hourly_usd=hourly, items=items, notes=notes, run_ceiling_usd=ceiling)
+
+
+def _training_notes(spec: TrainingSpec, instance: catalog.InstanceType) -> list[str]:
+    if spec.spot.enabled:
+        return ["managed spot usually costs well below on-demand; the on-demand figure is the ceiling"]
+    return []
+
+
+def _inference_notes(spec: InferenceSpec, instance: catalog.InstanceType) -> list[str]:
+    scaling = spec.deployment.autoscaling
+    if not scaling:
+        return []
+    return [f"autoscaling between {scaling.min_instances} and {scaling.max_instances} instances: "
+            f"up to ${(catalog.price_per_hour(instance, scaling.max_instances) or 0):,.2f}/h at max"]
+
+
+_KIND_NOTES = {"training": _training_notes, "inference": _inference_notes}

@@ -15,7 +15,10 @@ from pydantic import BaseModel, Field
 from neurondeploy.errors import PlanError
 from neurondeploy.planner.checks import Finding, errors_of, run_checks
 from neurondeploy.specs import LoadedSpec, load_spec
+from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.cost import Cost, plan_cost
+from neurondeploy.resources.deployment import deployment_resources
+from neurondeploy.resources.validation import validate_request
 
 PLAN_FORMAT = 1
 
@@ -67,8 +70,6 @@ class PlanRefused(PlanError):
 
 
 def _planned(request) -> PlannedRequest:
-    from neurondeploy.resources.validation import validate_request
-
     problems = validate_request(request.service, request.operation, request.params)
     return PlannedRequest(service=request.service, operation=request.operation, params=request.params,
                           validated=not problems, problems=problems)
@@ -76,9 +77,6 @@ def _planned(request) -> PlannedRequest:
 
 def build_plan(loaded: LoadedSpec) -> Plan:
     """Checks first (refusing a spec with errors), then resources and their requests, each checked offline."""
-    from neurondeploy.resources.deployment import deployment_resources
-    from neurondeploy.planner.context import plan_context
-
     findings = run_checks(loaded)
     if errors_of(findings):
         raise PlanRefused(errors_of(findings))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -11,36 +12,43 @@ from neurondeploy.planner import sizing
 from neurondeploy.specs.inference import ModelArchitecture
 
 
-def architecture_from_args(args) -> ModelArchitecture:
-    if args.model:
-        return sizing.architecture_from_config(args.model)
-    missing = [flag for flag, value in (("--layers", args.layers), ("--hidden", args.hidden), ("--heads", args.heads)) if value is None]
+def architecture_of(model: str | Path | None = None, *, layers: int | None = None, hidden: int | None = None,
+                    heads: int | None = None, kv_heads: int | None = None, vocab: int | None = None,
+                    intermediate: int | None = None, params: int | None = None,
+                    gated_mlp: bool = False) -> ModelArchitecture:
+    """From a model directory's config.json, or from the shape given number by number."""
+    if model:
+        return sizing.architecture_from_config(model)
+    missing = [flag for flag, value in (("--layers", layers), ("--hidden", hidden), ("--heads", heads)) if value is None]
     if missing:
         raise PlanError(f"size needs --model DIR or the model's shape; missing {', '.join(missing)}",
                         "e.g. --layers 32 --hidden 4096 --heads 32 --kv-heads 8 --vocab 128256 --intermediate 14336 --gated-mlp")
     try:
-        return ModelArchitecture(layers=args.layers, hidden_size=args.hidden, attention_heads=args.heads, kv_heads=args.kv_heads,
-                                 vocab_size=args.vocab, intermediate_size=args.intermediate, parameters=args.params,
-                                 gated_mlp=args.gated_mlp)
+        return ModelArchitecture(layers=layers, hidden_size=hidden, attention_heads=heads, kv_heads=kv_heads,
+                                 vocab_size=vocab, intermediate_size=intermediate, parameters=params, gated_mlp=gated_mlp)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"]) or "shape"
         raise PlanError(f"model shape: {field}: {first['msg']}", "check the numbers against the model's config.json") from None
 
 
-def run_size(args) -> dict:
-    for flag, value in (("--batch", args.batch), ("--seq", args.seq)):
+def check_load(batch: int, seq: int) -> None:
+    for flag, value in (("--batch", batch), ("--seq", seq)):
         if value < 1:
             raise PlanError(f"{flag} must be at least 1, got {value}", f"pass a positive {flag}")
-    arch = architecture_from_args(args)
-    options = sizing.size_options(arch, args.batch, args.seq, args.dtype, args.backend, args.region)
+
+
+def size_report(arch: ModelArchitecture, *, batch: int, seq: int, dtype: str, backend: str,
+                region: str | None = None) -> dict:
+    check_load(batch, seq)
+    options = sizing.size_options(arch, batch, seq, dtype, backend, region)
     return {
         "model": arch.model_dump(),
         "parameters": sizing.parameter_count(arch),
-        "batch": args.batch,
-        "sequence_length": args.seq,
-        "dtype": args.dtype,
-        "backend": args.backend,
+        "batch": batch,
+        "sequence_length": seq,
+        "dtype": dtype,
+        "backend": backend,
         "headroom_fraction": sizing.RUNTIME_HEADROOM_FRACTION,
         "options": [asdict(option) for option in options],
     }

@@ -1,6 +1,8 @@
-"""Every resource a deployment needs, by kind and platform; and the plan context made from a loaded spec."""
+"""Every resource a deployment needs, chosen by the spec's kind and platform."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 
 from neurondeploy.resources.acm import certificate_arn, certificate_resource
@@ -11,23 +13,12 @@ from neurondeploy.resources.elb import alb_resource, listener_resources, target_
 from neurondeploy.resources.network import network_resources, security_group_resources
 from neurondeploy.resources.naming import artifact_uri
 from neurondeploy.resources.model import PlanContext, Resource, with_lookups
+from neurondeploy.resources.sagemaker_endpoint import endpoint_resources
+from neurondeploy.resources.sagemaker_training import training_job_resources
+from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec
 
 
-def deployment_resources(loaded_or_spec, ctx: PlanContext) -> list[Resource]:
-    """The resources for a spec (or LoadedSpec), dependencies before dependents."""
-    spec = getattr(loaded_or_spec, "spec", loaded_or_spec)
-    if spec.kind == "training":
-        from neurondeploy.resources.sagemaker_training import training_job_resources
-
-        return training_job_resources(spec, ctx)
-    if spec.deployment.platform == "ec2":
-        return ec2_inference_resources(spec, ctx)
-    from neurondeploy.resources.sagemaker_endpoint import endpoint_resources
-
-    return endpoint_resources(spec, ctx)
-
-
-def ec2_inference_resources(spec, ctx: PlanContext) -> list[Resource]:
+def ec2_inference_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resource]:
     """VPC (unless given), ALB + target group + listeners, optional certificate and DNS, instance role,
     launch template and Auto Scaling group running ``neurondeploy serve``."""
     deployment = spec.deployment  # the spec refuses the HF LLM containers on ec2
@@ -53,3 +44,16 @@ def ec2_inference_resources(spec, ctx: PlanContext) -> list[Resource]:
     return with_lookups(resources)
 
 
+# (kind, platform) -> the builder of that deployment's resources.
+BUILDERS: dict[tuple[str, str], Callable[..., list[Resource]]] = {
+    ("inference", "sagemaker"): endpoint_resources,
+    ("inference", "ec2"): ec2_inference_resources,
+    ("training", "sagemaker"): training_job_resources,
+}
+
+
+def deployment_resources(spec: Spec | LoadedSpec, ctx: PlanContext) -> list[Resource]:
+    """The resources for a spec (or a loaded spec file), dependencies before dependents."""
+    if isinstance(spec, LoadedSpec):
+        spec = spec.spec
+    return BUILDERS[spec.kind, spec.platform](spec, ctx)

@@ -15,6 +15,11 @@ from typing import Callable
 
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.specs import InferenceSpec, LoadedSpec
+from neurondeploy.compiler.artifact import current_runtime
+from neurondeploy.compiler.cache import CompileCache
+from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.serving.app import InferenceServer
+from neurondeploy.serving.client import invoke
 
 READY_TIMEOUT_S = 300
 SAMPLE_TEXT = "neurondeploy serves this model on Inferentia2 and, right now, on this machine."
@@ -52,11 +57,6 @@ def start_local_endpoint(loaded: LoadedSpec, *, host: str, port: int, backend: s
                          on_bucket=None) -> LocalEndpoint:
     """Compile (cache first) and start the server in a background thread; returns once it is listening."""
     import uvicorn
-
-    from neurondeploy.compiler.artifact import current_runtime
-    from neurondeploy.compiler.cache import CompileCache
-    from neurondeploy.compiler.compile import compile_spec
-    from neurondeploy.serving.app import InferenceServer
 
     spec = loaded.spec
     if not isinstance(spec, InferenceSpec):
@@ -104,8 +104,6 @@ def wait_until_ready(endpoint: LocalEndpoint, timeout_s: float = READY_TIMEOUT_S
 
 
 def call(endpoint: LocalEndpoint, payload: dict):
-    from neurondeploy.serving.client import invoke
-
     return invoke(endpoint.url, json.dumps(payload).encode())
 
 

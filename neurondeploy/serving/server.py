@@ -16,6 +16,10 @@ from neurondeploy.compiler.artifact import MANIFEST, current_runtime
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.specs import InferenceSpec, load_spec
 from neurondeploy.specs.inference import ServingSpec
+from neurondeploy import catalog
+from neurondeploy.compiler.cache import CompileCache
+from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.serving.app import InferenceServer
 
 SERVING_ENV = "NEURONDEPLOY_SERVING"
 
@@ -56,9 +60,6 @@ def resolve_target(target: str | Path, artifact: str | Path | None = None, *, ba
         raise ServeError(f"{target} is a training spec", "serve takes an inference spec or an artifact")
     if artifact is not None:
         return ServeTarget(Path(artifact), spec.serving, spec)
-    from neurondeploy.compiler.cache import CompileCache
-    from neurondeploy.compiler.compile import compile_spec
-
     result = compile_spec(loaded, backend=backend, cache=CompileCache(root=cache_dir) if cache_dir else None)
     return ServeTarget(result.artifact_dir, spec.serving, spec)
 
@@ -67,16 +68,12 @@ def default_replicas(spec: InferenceSpec | None, runtime: str) -> int:
     """One replica per NeuronCore group on Neuron; one on the CPU (torch already uses every core)."""
     if runtime != "neuron" or spec is None:
         return 1
-    from neurondeploy import catalog
-
     return max(1, catalog.get_instance(spec.deployment.instance_type).neuron_cores // spec.deployment.tensor_parallel)
 
 
 def run_server(target: ServeTarget, host: str = "127.0.0.1", port: int | None = None, replicas: int | None = None,
                log_level: str = "warning") -> None:
     import uvicorn
-
-    from neurondeploy.serving.app import InferenceServer
 
     runtime = current_runtime()
     server = InferenceServer(target.artifact_dir, target.serving, replicas or default_replicas(target.spec, runtime), runtime)

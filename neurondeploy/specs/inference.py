@@ -287,6 +287,22 @@ class InferenceSpec(SpecBase):
     dns: Annotated[DnsSpec | None, Field(description="Route 53 record for the endpoint (ec2 platform).")] = None
     tls: Annotated[TlsSpec | None, Field(description="HTTPS with ACM (ec2 platform); needs dns unless certificate_arn is given.")] = None
 
+    @property
+    def platform(self) -> Literal["sagemaker", "ec2"]:
+        return self.deployment.platform
+
+    @property
+    def instance_type(self) -> str:
+        return self.deployment.instance_type
+
+    @property
+    def instance_count(self) -> int:
+        return self.deployment.instance_count
+
+    @property
+    def instance_type_field(self) -> str:
+        return "deployment.instance_type"
+
     @model_validator(mode="after")
     def _consistent(self) -> InferenceSpec:
         container = self.deployment.container.kind

@@ -10,17 +10,19 @@ import difflib
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from neurondeploy.errors import SpecError
 from neurondeploy.specs.common import FieldIssue
 from neurondeploy.specs.inference import InferenceSpec
 from neurondeploy.specs.training import TrainingSpec
 
-Spec = Union[InferenceSpec, TrainingSpec]
+# Every spec is one of these, told apart by ``kind``; code that differs by kind or platform dispatches on
+# ``(spec.kind, spec.platform)`` through a table, never by testing types along the way.
+Spec = Annotated[InferenceSpec | TrainingSpec, Field(discriminator="kind")]
 SPEC_KINDS: dict[str, type[BaseModel]] = {"inference": InferenceSpec, "training": TrainingSpec}
 MAX_SPEC_BYTES = 1 << 20
 

@@ -116,6 +116,15 @@ class TrainingSpec(SpecBase):
         int, Field(description="Processes torchrun starts with --local (the parallel layout is scaled down to them).", ge=1, le=64)
     ] = 2
 
+    @property
+    def platform(self) -> Literal["sagemaker"]:
+        """Where it runs: training jobs run on SageMaker (``--local`` aside)."""
+        return "sagemaker"
+
+    @property
+    def instance_type_field(self) -> str:
+        return "instance_type"
+
     @field_validator("instance_type")
     @classmethod
     def _strip_ml(cls, value: str) -> str:

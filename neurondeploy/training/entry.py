@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from neurondeploy.errors import SpecError
+from neurondeploy.specs.training import TrainingSpec
 
 
 def parse_override(value: Any) -> Any:
@@ -26,8 +27,6 @@ def with_overrides(loaded, overrides: dict[str, Any]):
     """The loaded spec with ``--hp`` overrides merged into its hyperparameters."""
     if not overrides:
         return loaded
-    from neurondeploy.specs.training import TrainingSpec
-
     merged = {**loaded.spec.hyperparameters, **{key: parse_override(value) for key, value in overrides.items()}}
     try:
         TrainingSpec._hyperparameters(merged)

@@ -12,27 +12,29 @@ not uploaded again, and the execution role's read prefix (``<name>/source/``) st
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from neurondeploy.errors import NeurondeployError
+from neurondeploy.archive import artifact_digest
+from neurondeploy.aws.errors import is_gone, is_transient
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
-from neurondeploy.engine.sweep import is_gone
-from neurondeploy.training.logs import LOG_GROUP, LogTailer
+from neurondeploy.engine.executor import Executor
+from neurondeploy.engine.uploads import ensure_bucket, upload_artifact
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.planner.checks import errors_of, run_checks
+from neurondeploy.planner.context import plan_context
+from neurondeploy.planner.plan import PlanRefused
+from neurondeploy.resources.naming import source_uri
+from neurondeploy.resources.sagemaker_training import training_job_name, training_job_resources
 from neurondeploy.training.entry import source_directory, with_overrides
+from neurondeploy.training.logs import LOG_GROUP, LogTailer
 
 EXIT_JOB_FAILED = 9  # the job ended Failed (its FailureReason is printed); as a failed script in train --local
 EXIT_JOB_STOPPED = 10  # the job ended Stopped (by `neurondeploy stop`, the console, or MaxRuntime/MaxWait)
 EXIT_DETACHED = 130  # Ctrl-C while waiting: the job keeps running
 RUNNING = ("InProgress", "Stopping")
-# Worth waiting out while a job runs: no answer at all (code None: connection errors), throttling, server trouble.
-TRANSIENT_CODES = (None, "ThrottlingException", "Throttling", "RequestTimeout", "ServiceUnavailable", "InternalFailure",
-                   "InternalServerError", "InternalError")
 MAX_MISSES = 20  # consecutive polls without an answer before giving up the wait (the job is not touched)
 FINISHED = ("Completed", "Failed", "Stopped")
 JOB_RESOURCE = "training-job"  # the resource name sagemaker.resources.training_job_resources gives the job
@@ -130,16 +132,6 @@ def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameter
                        on_event: Callable[[str], None] | None = None) -> StartedJob:
     """Checks, then (unless a job of this deployment still runs) the shared bucket, the source archive and a
     new training job through the executor. Returns at once; :func:`wait_for_job` follows it."""
-    from neurondeploy.engine.uploads import ensure_bucket, upload_artifact
-    from neurondeploy.archive import artifact_digest
-    from neurondeploy.planner.context import plan_context
-    from neurondeploy.engine.executor import Executor
-    from neurondeploy.resources.naming import source_uri
-    from neurondeploy.planner.checks import errors_of, run_checks
-    from neurondeploy.planner.plan import PlanRefused
-    from neurondeploy.resources.sagemaker_training import training_job_name
-    from neurondeploy.resources.sagemaker_training import training_job_resources
-
     loaded = with_overrides(loaded, hyperparameters or {})
     spec = loaded.spec
     if spec.kind != "training":
@@ -191,10 +183,6 @@ def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameter
 # --- wait ------------------------------------------------------------------------------------------------
 
 
-def _print(console, text: str) -> None:
-    console.print(text, markup=False, highlight=False)  # log lines carry brackets rich would read as markup
-
-
 def _transition_line(transition: dict) -> str:
     start = transition.get("StartTime")
     when = start.strftime("%H:%M:%S") if isinstance(start, datetime) else "--:--:--"
@@ -207,101 +195,68 @@ def spot_interruption_message(job: dict) -> str:
             f"checkpoint in {checkpoints}")
 
 
-def wait_for_job(transport: AwsTransport, job_name: str, *, console, delay_s: float,
-                 sleep: Callable[[float], None] = time.sleep) -> dict:
-    """Poll DescribeTrainingJob until the job ends: a live status line, each secondary-status transition once,
-    spot interruptions explained, every host's new log events. Returns the final DescribeTrainingJob."""
+def wait_for_job(transport: AwsTransport, job_name: str, *, delay_s: float, on_event: Callable[[str], None],
+                 on_status: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep) -> dict:
+    """Poll DescribeTrainingJob until the job ends: ``on_status`` hears the live status line, ``on_event`` each
+    secondary-status transition once, spot interruptions explained and every host's new log lines. Returns the
+    final DescribeTrainingJob."""
+    on_status = on_status or (lambda line: None)
     tailer = LogTailer(transport, job_name)
     seen: set[tuple] = set()
     interrupted = False
     misses = 0
-    with console.status(f"{job_name}: waiting for DescribeTrainingJob") as live:
-        while True:
-            try:
-                job = describe_job(transport, job_name)
-                events = tailer.poll()  # after the describe: once it says finished, this read gets the last lines
-            except AwsCallError as exc:
-                # A job runs for hours; a network blip or throttling outlasting botocore's retries must not end the wait.
-                if exc.code not in TRANSIENT_CODES or misses >= MAX_MISSES:
-                    raise
-                misses += 1
-                _print(console, f"lost contact with SageMaker ({exc.message}); the job runs on; retrying in "
-                                f"{delay_s:g} s ({misses}/{MAX_MISSES})")
-                sleep(delay_s)
-                continue
-            misses = 0
-            if job is None:
-                raise TrainingJobError(f"training job {job_name} does not exist in {transport.region}",
-                                       "check the region and the name (neurondeploy status)")
-            newly_interrupted = False
-            for transition in job.get("SecondaryStatusTransitions", []):
-                key = (transition.get("Status"), str(transition.get("StartTime")), transition.get("StatusMessage"))
-                if key not in seen:
-                    seen.add(key)
-                    _print(console, _transition_line(transition))
-                    newly_interrupted |= transition.get("Status") == "Interrupted"
-            now_interrupted = job.get("SecondaryStatus") == "Interrupted"
-            if newly_interrupted or (now_interrupted and not interrupted):
-                _print(console, spot_interruption_message(job))
-            interrupted = now_interrupted
-            for event in events:
-                _print(console, event.line())
-            live.update(status_line(job))
-            if job["TrainingJobStatus"] in FINISHED:
-                return job
+    while True:
+        try:
+            job = describe_job(transport, job_name)
+            events = tailer.poll()  # after the describe: once it says finished, this read gets the last lines
+        except AwsCallError as exc:
+            # A job runs for hours; a network blip or throttling outlasting botocore's retries must not end the wait.
+            if not is_transient(exc) or misses >= MAX_MISSES:
+                raise
+            misses += 1
+            on_event(f"lost contact with SageMaker ({exc.message}); the job runs on; retrying in "
+                     f"{delay_s:g} s ({misses}/{MAX_MISSES})")
             sleep(delay_s)
+            continue
+        misses = 0
+        if job is None:
+            raise TrainingJobError(f"training job {job_name} does not exist in {transport.region}",
+                                   "check the region and the name (neurondeploy status)")
+        newly_interrupted = False
+        for transition in job.get("SecondaryStatusTransitions", []):
+            key = (transition.get("Status"), str(transition.get("StartTime")), transition.get("StatusMessage"))
+            if key not in seen:
+                seen.add(key)
+                on_event(_transition_line(transition))
+                newly_interrupted |= transition.get("Status") == "Interrupted"
+        now_interrupted = job.get("SecondaryStatus") == "Interrupted"
+        if newly_interrupted or (now_interrupted and not interrupted):
+            on_event(spot_interruption_message(job))
+        interrupted = now_interrupted
+        for event in events:
+            on_event(event.line())
+        on_status(status_line(job))
+        if job["TrainingJobStatus"] in FINISHED:
+            return job
+        sleep(delay_s)
 
 
-def report_outcome(job: dict, console) -> int:
+def outcome_lines(job: dict) -> list[str]:
+    """How a finished job ended: status, times and spot saving, the failure reason, where the model or checkpoints are."""
     summary = job_summary(job)
     status = summary["status"]
-    _print(console, f"{summary['job_name']}: {status} ({summary['secondary_status']})")
+    lines = [f"{summary['job_name']}: {status} ({summary['secondary_status']})"]
     if summary["training_time_s"] is not None:
         billable = f", billable {summary['billable_time_s']} s" if summary["billable_time_s"] is not None else ""
         savings = f" (managed spot saved {summary['spot_savings_pct']:.1f} %)" if summary["spot_savings_pct"] is not None else ""
-        _print(console, f"training time {summary['training_time_s']} s{billable}{savings}")
+        lines.append(f"training time {summary['training_time_s']} s{billable}{savings}")
     if status == "Failed":
-        _print(console, f"failure reason: {summary['failure_reason'] or 'none given'}")
+        lines.append(f"failure reason: {summary['failure_reason'] or 'none given'}")
     if summary["model_artifacts"] and status == "Completed":
-        _print(console, f"model artifacts: {summary['model_artifacts']}")
+        lines.append(f"model artifacts: {summary['model_artifacts']}")
     if status == "Stopped" and summary["checkpoint_s3_uri"]:
-        _print(console, f"checkpoints stay in {summary['checkpoint_s3_uri']}; the next train resumes from them")
-    return exit_code_of(status)
-
-
-def _state(args):
-    from neurondeploy.engine.state_s3 import open_state
-
-    return open_state(getattr(args, "state", None))
-
-
-def _print_json(data) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def run_training_job(loaded, args, *, hyperparameters: dict[str, Any], console) -> int:
-    """`neurondeploy train SPEC` without --local."""
-    transport = AwsTransport(loaded.spec.region, wait_delay_s=args.wait_delay_s)
-    started = start_training_job(loaded, transport=transport, state=_state(args), hyperparameters=hyperparameters,
-                                 on_event=lambda message: _print(console, f"  {message}"))
-    name = started.deployment
-    follow = f"follow it with `neurondeploy logs {name} --follow`, stop it with `neurondeploy stop {name}`"
-    if not started.attached:
-        _print(console, f"started training job {started.job_name}")
-    if args.no_wait:
-        _print(console, follow)
-        if args.json:
-            _print_json(dataclasses.asdict(started))
-        return 0
-    try:
-        job = wait_for_job(transport, started.job_name, console=console, delay_s=args.wait_delay_s)
-    except KeyboardInterrupt:
-        _print(console, f"stopped waiting; {started.job_name} keeps running: {follow}")
-        return EXIT_DETACHED
-    code = report_outcome(job, console)
-    if args.json:
-        _print_json({**job_summary(job), "attached": started.attached, "source_uri": started.source_uri, "exit_code": code})
-    return code
+        lines.append(f"checkpoints stay in {summary['checkpoint_s3_uri']}; the next train resumes from them")
+    return lines
 
 
 # --- stop, logs, status --------------------------------------------------------------------------------------
@@ -320,16 +275,22 @@ def _recorded(state, name: str):
     return deployment, job_name
 
 
-def stop_training_job(args, console) -> int:
-    """`neurondeploy stop NAME`: StopTrainingJob on the deployment's job, then wait until it has stopped."""
-    deployment, job_name = _recorded(_state(args), args.name)
-    transport = AwsTransport(deployment.region, wait_delay_s=args.wait_delay_s)
+@dataclass
+class StoppedJob:
+    job: dict  # the final DescribeTrainingJob
+    ended_before_stop: bool  # it finished on its own between the describe and StopTrainingJob
+
+
+def stop_training_job(state, name: str, *, wait_delay_s: float, on_event: Callable[[str], None]) -> StoppedJob:
+    """StopTrainingJob on deployment ``name``'s job, then wait until it has stopped."""
+    deployment, job_name = _recorded(state, name)
+    transport = AwsTransport(deployment.region, wait_delay_s=wait_delay_s)
     job = describe_job(transport, job_name)
     if job is None:
         raise TrainingJobError(f"training job {job_name} no longer exists in {deployment.region}", "nothing to stop")
     if job["TrainingJobStatus"] not in RUNNING:
         raise TrainingJobError(f"training job {job_name} already finished ({job['TrainingJobStatus']}); there is nothing to stop",
-                               f"neurondeploy status {args.name} shows it")
+                               f"neurondeploy status {name} shows it")
     if job["TrainingJobStatus"] == "InProgress":
         try:
             transport.call("sagemaker", "StopTrainingJob", {"TrainingJobName": job_name})
@@ -337,9 +298,9 @@ def stop_training_job(args, console) -> int:
             finished = describe_job(transport, job_name)
             if not finished or finished["TrainingJobStatus"] not in FINISHED:
                 raise
-            _print(console, f"{job_name} ended ({finished['TrainingJobStatus']}) before the stop: {exc.message}")
-            return report_outcome(finished, console)
-    _print(console, f"stopping {job_name}: SageMaker signals the script, then uploads checkpoints and output")
+            on_event(f"{job_name} ended ({finished['TrainingJobStatus']}) before the stop: {exc.message}")
+            return StoppedJob(finished, ended_before_stop=True)
+    on_event(f"stopping {job_name}: SageMaker signals the script, then uploads checkpoints and output")
     try:
         transport.wait("sagemaker", "TrainingJobCompletedOrStopped", {"TrainingJobName": job_name})
     except AwsCallError:
@@ -347,47 +308,57 @@ def stop_training_job(args, console) -> int:
     job = describe_job(transport, job_name) or job
     if job["TrainingJobStatus"] in RUNNING:
         raise TrainingJobError(f"training job {job_name} is still {job['TrainingJobStatus']} after waiting",
-                               f"neurondeploy status {args.name} shows when it has stopped")
-    code = report_outcome(job, console)
-    return 0 if job["TrainingJobStatus"] in ("Stopped", "Completed") else code
+                               f"neurondeploy status {name} shows when it has stopped")
+    return StoppedJob(job, ended_before_stop=False)
 
 
-def print_training_logs(args, out=None) -> int:
-    """`neurondeploy logs NAME [--follow]`: every event of every host of the deployment's latest job (or of the
-    job NAME with --region), on stdout; --follow keeps polling until the job ends."""
-    out = out or sys.stdout
-    state = _state(args)
-    if state.get(args.name) is not None:
-        deployment, job_name = _recorded(state, args.name)
+def stop_exit_code(stopped: StoppedJob) -> int:
+    status = stopped.job["TrainingJobStatus"]
+    if stopped.ended_before_stop:
+        return exit_code_of(status)
+    return 0 if status in ("Stopped", "Completed") else exit_code_of(status)
+
+
+@dataclass
+class LogsRead:
+    job_name: str
+    job: dict  # the last DescribeTrainingJob
+    printed: int  # log events handed to on_line
+
+
+def read_training_logs(state, name: str, *, region: str | None, follow: bool, wait_delay_s: float,
+                       on_line: Callable[[str], None]) -> LogsRead:
+    """Every event of every host of deployment ``name``'s latest job (or of the job ``name`` in ``region`` when
+    state does not know it), each to ``on_line``; ``follow`` keeps polling until the job ends."""
+    if state.get(name) is not None:
+        deployment, job_name = _recorded(state, name)
         region = deployment.region
-    elif args.region:
-        region, job_name = args.region, args.name
+    elif region:
+        job_name = name
     else:
-        raise TrainingJobError(f"no state for deployment {args.name}",
+        raise TrainingJobError(f"no state for deployment {name}",
                                "pass --region to read the logs of the training job of that name")
-    transport = AwsTransport(region, wait_delay_s=args.wait_delay_s)
+    transport = AwsTransport(region, wait_delay_s=wait_delay_s)
     job = describe_job(transport, job_name)
     if job is None:
         raise TrainingJobError(f"no training job {job_name} in {region}", "check the name and --region")
     tailer = LogTailer(transport, job_name)
     printed = 0
-    try:
-        while True:
-            events = tailer.poll()
-            for event in events:
-                out.write(event.line() + "\n")
-            out.flush()
-            printed += len(events)
-            if not args.follow or job["TrainingJobStatus"] in FINISHED:
-                break
-            time.sleep(args.wait_delay_s)
-            job = describe_job(transport, job_name) or job  # describe first: a finished job's last poll gets every line
-    except KeyboardInterrupt:
-        return EXIT_DETACHED
-    if not printed:
-        print(f"no log events for {job_name} in {LOG_GROUP} ({job['TrainingJobStatus']} / {job.get('SecondaryStatus')})",
-              file=sys.stderr)
-    return 0
+    while True:
+        events = tailer.poll()
+        for event in events:
+            on_line(event.line())
+        printed += len(events)
+        if not follow or job["TrainingJobStatus"] in FINISHED:
+            break
+        time.sleep(wait_delay_s)
+        job = describe_job(transport, job_name) or job  # describe first: a finished job's last poll gets every line
+    return LogsRead(job_name, job, printed)
+
+
+def no_logs_line(read: LogsRead) -> str:
+    return (f"no log events for {read.job_name} in {LOG_GROUP} ({read.job['TrainingJobStatus']} / "
+            f"{read.job.get('SecondaryStatus')})")
 
 
 def training_job_status(deployment, wait_delay_s: int = 15) -> dict | None:

@@ -18,12 +18,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.resources.model import PlanContext
-from neurondeploy.resources.sagemaker_training import training_environment, training_hyperparameters
+from neurondeploy.resources.sagemaker_training import script_hyperparameters, training_environment
 from neurondeploy.specs import LoadedSpec
 from neurondeploy.training.entry import source_directory, with_overrides
 
@@ -86,8 +86,7 @@ def script_arguments(hyperparameters: dict[str, object]) -> list[str]:
 
 def local_hyperparameters(loaded: LoadedSpec, layout: LocalLayout) -> dict[str, object]:
     """What the SageMaker job's script receives, minus the toolkit's own keys, with the scaled layout."""
-    encoded = training_hyperparameters(loaded.spec, PlanContext(account_id="000000000000"))
-    decoded = {key: json.loads(value) for key, value in encoded.items() if not key.startswith("sagemaker_")}
+    decoded = {key: value for key, value in script_hyperparameters(loaded.spec).items() if not key.startswith("sagemaker_")}
     decoded["tensor_parallel_size"] = layout.tensor_parallel
     decoded["pipeline_parallel_size"] = layout.pipeline_parallel
     return decoded
@@ -180,7 +179,9 @@ def _kill_if_running(process: subprocess.Popen) -> None:
 
 
 def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work_dir: Path | None = None,
-                       hyperparameters: dict[str, object] | None = None, console=None) -> LocalTrainingResult:
+                       hyperparameters: dict[str, object] | None = None,
+                       on_event: Callable[[str], None] | None = None) -> LocalTrainingResult:
+    """The spec's entry script under torchrun here; ``on_event`` hears what happens (default: stderr)."""
     loaded = with_overrides(loaded, hyperparameters or {})
     spec = loaded.spec
     processes = spec.local_processes if processes is None else processes
@@ -202,7 +203,7 @@ def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work
     env = {**os.environ, **sagemaker_environment(loaded, work_dir=work_dir, processes=processes, hyperparameters=hps,
                                                  channels=channels),
            "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes)), "PYTHONUNBUFFERED": "1"}
-    say = console.print if console is not None else (lambda message: print(message, file=sys.stderr))
+    say = on_event or (lambda message: print(message, file=sys.stderr))
     say(f"{spec.name}: spec layout TP={dist.tensor_parallel} PP={dist.pipeline_parallel} on "
         f"{spec.instance_count} × {spec.instance_type}; locally {processes} processes: {layout.describe()} (gloo, CPU)")
     say(f"work dir {work_dir} (checkpoints/ stands in for {spec.checkpoint.s3_uri or 'the checkpoint location'})")

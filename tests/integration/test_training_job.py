@@ -419,8 +419,6 @@ def test_destroy_of_a_finished_job_forgets_it_and_leaves_nothing(spec_file, tmp_
 def test_waiting_survives_sagemaker_being_unreachable_for_a_while(spec_file, tmp_path, aws, sim):
     """A job runs for hours: polls that get no answer (connection errors outlasting botocore's retries) are
     reported and retried; the wait still ends with the job's outcome. Other errors still stop it."""
-    from rich.console import Console
-
     from neurondeploy.aws.transport import AwsCallError, AwsTransport
     from neurondeploy.training.jobs import wait_for_job
 
@@ -438,10 +436,10 @@ def test_waiting_survives_sagemaker_being_unreachable_for_a_while(spec_file, tmp
     job_name = start_running_job(spec_file, tmp_path / "state.db", sim)
     sim.scripts[NAME] = [("InProgress", "Training", "Training in progress.", {}),
                          ("Completed", "Completed", "Training job completed", {})]
-    console = Console(file=io.StringIO(), width=200)
-    job = wait_for_job(Unreachable(3), job_name, console=console, delay_s=0)
+    lines: list[str] = []
+    job = wait_for_job(Unreachable(3), job_name, on_event=lines.append, delay_s=0)
     assert job["TrainingJobStatus"] == "Completed"
-    printed = console.file.getvalue()
+    printed = "\n".join(lines)
     assert printed.count("lost contact with SageMaker") == 3 and "(3/20)" in printed
     with pytest.raises(AwsCallError, match="Could not connect"):
-        wait_for_job(Unreachable(1, code="AccessDeniedException"), job_name, console=console, delay_s=0)
+        wait_for_job(Unreachable(1, code="AccessDeniedException"), job_name, on_event=lines.append, delay_s=0)
