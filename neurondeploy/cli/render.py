@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
 
 
-def render_plan(plan, console: Console) -> None:
+def render_plan(plan, console) -> None:
     console.print(f"[bold]{plan.kind} {plan.name}[/] in {plan.region}  ({plan.spec_file}, sha256 {plan.spec_sha256[:12]})")
     for finding in plan.findings:
         style = "red" if finding["level"] == "error" else "yellow"
@@ -40,7 +38,9 @@ def render_plan(plan, console: Console) -> None:
     console.print("[dim]+ create   <= read only[/]")
 
 
-def render_size(result: dict, console: Console) -> None:
+def render_size(result: dict, console) -> None:
+    from rich.table import Table
+
     console.print(f"{result['parameters'] / 1e9:.2f}B parameters, batch {result['batch']}, sequence {result['sequence_length']}, "
                   f"{result['dtype']}, backend {result['backend']}")
     if not result["options"]:

@@ -1,0 +1,53 @@
+"""`validate`, `plan`, `size`, `schema`: what is known without AWS."""
+
+from __future__ import annotations
+
+import sys
+
+from neurondeploy.cli.render import render_plan
+from neurondeploy.cli.render import render_size
+from neurondeploy.engine.saved_plans import save_plan
+from neurondeploy.planner.plan import build_plan_for_file
+from neurondeploy.planner.size import architecture_of, check_load, size_report
+from neurondeploy.planner.validate import validate_files
+from neurondeploy.specs.loader import SPEC_KINDS
+from neurondeploy.cli.output import console_out, print_json
+
+
+def cmd_validate(args) -> int:
+    results = validate_files(args.specs)
+    if args.json:
+        print_json([result.as_dict() for result in results])
+    else:
+        for result in results:
+            for line in result.lines():
+                print(line, file=sys.stderr if not result.ok else sys.stdout)
+    return 0 if all(result.ok for result in results) else 2
+
+
+def cmd_plan(args) -> int:
+    plan = build_plan_for_file(args.spec)
+    if args.out:
+        save_plan(plan, args.out)
+    if args.json:
+        print_json(plan.model_dump(mode="json"))
+    else:
+        render_plan(plan, console_out())
+    return 0 if plan.all_validated else 3
+
+
+def cmd_size(args) -> int:
+    check_load(args.batch, args.seq)
+    arch = architecture_of(args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
+                           vocab=args.vocab, intermediate=args.intermediate, params=args.params, gated_mlp=args.gated_mlp)
+    result = size_report(arch, batch=args.batch, seq=args.seq, dtype=args.dtype, backend=args.backend, region=args.region)
+    if args.json:
+        print_json(result)
+    else:
+        render_size(result, console_out())
+    return 0 if result["options"] else 3
+
+
+def cmd_schema(args) -> int:
+    print_json(SPEC_KINDS[args.kind].model_json_schema())
+    return 0

@@ -1,0 +1,90 @@
+"""`apply`, `destroy`, `status`, `drift`, `unlock`: deployments in AWS and their state."""
+
+from __future__ import annotations
+
+
+from neurondeploy.engine.destroy import destroy
+from neurondeploy.engine.drift import drift
+from neurondeploy.engine.executor import Executor
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.training.jobs import training_job_status
+from neurondeploy.cli.output import console_err, print_json
+from neurondeploy.cli.options import open_state_of, transport_for
+
+
+def cmd_destroy(args) -> int:
+    state = open_state_of(args)
+    recorded = state.get(args.name)
+    region = args.region or (recorded.region if recorded else None)
+    if region is None:
+        raise NeurondeployError(f"no state for deployment {args.name}", "pass --region to sweep AWS for its tagged resources")
+    console = console_err()
+    transport = transport_for(region, args)
+    executor = Executor(transport, state, on_event=lambda message: console.print(f"  {message}"))
+    report = destroy(args.name, executor, transport, state)
+    for leftover in report.remaining:
+        console.print(f"[red]still present[/]: {leftover.type} {leftover.id} {leftover.detail}")
+    for problem in report.errors:
+        console.print(f"[red]failed[/]: {problem}")
+    console.print(f"{args.name}: {len(report.deleted)} recorded resources deleted, {len(report.swept)} found by tag sweep and "
+                  f"deleted, {len(report.remaining)} remaining")
+    if report.errors and not report.remaining:
+        console.print("state keeps the deployment; run destroy again once the cause is fixed")
+    return 0 if report.clean else 7
+
+
+def cmd_status(args) -> int:
+    state = open_state_of(args)
+    names = [args.name] if args.name else state.names()
+    data = []
+    for name in names:
+        deployment = state.get(name)
+        if deployment is None:
+            raise NeurondeployError(f"no state for deployment {name}", f"known: {', '.join(state.names()) or 'none'}")
+        item = {"name": name, "region": deployment.region, "kind": deployment.kind, "spec_sha256": deployment.spec_digest,
+                "resources": [{"name": r.name, "type": r.type, "complete": r.complete, "outputs": r.outputs}
+                              for r in deployment.resources.values()]}
+        if deployment.kind == "training":  # the job's live state, from DescribeTrainingJob
+            item["training_job"] = training_job_status(deployment, args.wait_delay_s)
+        data.append(item)
+    if args.json:
+        print_json(data)
+    else:
+        for item in data:
+            incomplete = [r["name"] for r in item["resources"] if not r["complete"]]
+            print(f"{item['name']} ({item['kind']}, {item['region']}): {len(item['resources'])} resources"
+                  + (f", incomplete: {', '.join(incomplete)} (run apply again)" if incomplete else ""))
+            for resource in item["resources"]:
+                ident = next(iter(resource["outputs"].values()), "") if resource["outputs"] else ""
+                print(f"  {resource['name']:28} {resource['type']:40} {ident}")
+            if item["kind"] == "training":
+                job = item["training_job"]
+                if job is None:
+                    print("  job: none recorded (neurondeploy train SPEC starts one)")
+                elif "error" in job:
+                    print(f"  job {job['job_name']}: status unavailable: {job['error']}")
+                else:
+                    started = f", started {job['training_start']:%Y-%m-%d %H:%M:%S %Z}" if job["training_start"] else ""
+                    print(f"  job {job['line']}{started}")
+    return 0
+
+
+def cmd_drift(args) -> int:
+    state = open_state_of(args)
+    recorded = state.get(args.name)
+    if recorded is None:
+        raise NeurondeployError(f"no state for deployment {args.name}", "apply it first")
+    items = drift(args.name, transport_for(recorded.region, args), state)
+    if args.json:
+        print_json([item.__dict__ for item in items])
+    else:
+        for item in items:
+            print(f"{item.kind}: {item.resource} ({item.type}): {item.detail}")
+        print(f"{args.name}: {len(items)} differences from what neurondeploy applied")
+    return 0 if not items else 8
+
+
+def cmd_unlock(args) -> int:
+    open_state_of(args).unlock(args.name)
+    print(f"unlocked {args.name}")
+    return 0

@@ -1,0 +1,27 @@
+"""What every command prints with: JSON on stdout, rich consoles, the compile progress line."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def console_out():
+    from rich.console import Console  # rich only for commands that render: validate and --json stay light
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def console_err():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True, stderr=True)
+
+
+def bucket_line(bucket) -> str:
+    state = f"cache hit ({bucket.source})" if bucket.cache_hit else f"compiled in {bucket.trace_s:.1f} s"
+    return f"  bucket batch {bucket.batch_size} × {bucket.length}: {state}"
