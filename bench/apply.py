@@ -31,7 +31,9 @@ def start_moto() -> tuple[object, str]:
     server.start()
     host, port = server.get_host_and_port()
     url = f"http://{host}:{port}"
-    os.environ.update(AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")
+    os.environ.update(
+        AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1"
+    )
     return server, url
 
 
@@ -42,7 +44,11 @@ def fresh_world(url: str, workdir: Path, round_name: str):
     from neurondeploy.specs import parse_spec
 
     requests.post(f"{url}/moto-api/reset", timeout=10)
-    zone = boto3.client("route53").create_hosted_zone(Name="example.com", CallerReference=round_name)["HostedZone"]["Id"].split("/")[-1]
+    zone = (
+        boto3.client("route53")
+        .create_hosted_zone(Name="example.com", CallerReference=round_name)["HostedZone"]["Id"]
+        .split("/")[-1]
+    )
     image = boto3.client("ec2").describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     boto3.client("ssm").put_parameter(Name=AMI_PARAMETER, Value=image, Type="String")
     spec = workdir / f"{round_name}.yaml"
@@ -56,16 +62,22 @@ def tiny_artifact(workdir: Path) -> Path:
     from neurondeploy.compiler.compile import compile_spec
     from neurondeploy.specs import parse_spec
 
-    text = ("kind: inference\nname: tiny\ntask: feature-extraction\nmodel: {factory: 'tiny_models:text_encoder', dtype: float32}\n"
-            "compile: {batch_sizes: [1], sequence_lengths: [8]}\n")
-    return compile_spec(parse_spec(text, path=workdir / "t.yaml"), backend="cpu", cache=CompileCache(root=workdir / "cache"),
-                        out_dir=workdir / "artifact").artifact_dir
+    text = (
+        "kind: inference\nname: tiny\ntask: feature-extraction\nmodel: {factory: 'tiny_models:text_encoder', dtype: float32}\n"
+        "compile: {batch_sizes: [1], sequence_lengths: [8]}\n"
+    )
+    return compile_spec(
+        parse_spec(text, path=workdir / "t.yaml"),
+        backend="cpu",
+        cache=CompileCache(root=workdir / "cache"),
+        out_dir=workdir / "artifact",
+    ).artifact_dir
 
 
 def main() -> None:
+    from neurondeploy.aws.transport import AwsTransport
     from neurondeploy.engine.apply import apply_spec
     from neurondeploy.engine.state import StateStore
-    from neurondeploy.aws.transport import AwsTransport
 
     class SlowTransport(AwsTransport):
         def call(self, service, operation, params):
@@ -84,26 +96,43 @@ def main() -> None:
                 state = state or StateStore(workdir / f"{label}.db")
                 transport = transport_class("us-east-1", wait_delay_s=1, wait_attempts=5)
                 start = time.perf_counter()
-                result = apply_spec(loaded, transport=transport, state=state, artifact_dir=artifact, parallel=parallel,
-                                    context={"ami_ssm_parameter": AMI_PARAMETER})
+                result = apply_spec(
+                    loaded,
+                    transport=transport,
+                    state=state,
+                    artifact_dir=artifact,
+                    parallel=parallel,
+                    context={"ami_ssm_parameter": AMI_PARAMETER},
+                )
                 return result, transport, time.perf_counter() - start, state
 
             result, transport, _, state = run("fresh", AwsTransport, True)
             resources = len(result.created)
             infra_calls = [c for c in transport.mutating_calls() if c.service != "s3"]
-            print(f"fresh apply: {resources} resources, {len(infra_calls)} mutating calls for them "
-                  f"({len(infra_calls) / resources:.2f} per resource; goal 1.0 + the unavoidable), "
-                  f"+ {len(transport.mutating_calls()) - len(infra_calls)} for the shared bucket and artifact upload")
+            print(
+                f"fresh apply: {resources} resources, {len(infra_calls)} mutating calls for them "
+                f"({len(infra_calls) / resources:.2f} per resource; goal 1.0 + the unavoidable), "
+                f"+ {len(transport.mutating_calls()) - len(infra_calls)} for the shared bucket and artifact upload"
+            )
             again, transport, seconds, _ = run("fresh", AwsTransport, True, state)
-            print(f"re-apply of the unchanged spec: {len(transport.calls)} calls, {len(transport.mutating_calls())} mutating "
-                  f"(goal 0), {seconds:.2f} s")
-            for label, transport_class in (("moto as is", AwsTransport), (f"+{ADDED_LATENCY_S * 1000:.0f} ms per call", SlowTransport)):
+            print(
+                f"re-apply of the unchanged spec: {len(transport.calls)} calls, {len(transport.mutating_calls())} mutating "
+                f"(goal 0), {seconds:.2f} s"
+            )
+            for label, transport_class in (
+                ("moto as is", AwsTransport),
+                (f"+{ADDED_LATENCY_S * 1000:.0f} ms per call", SlowTransport),
+            ):
                 timings = {}
                 for parallel in (True, False):
-                    _, _, seconds, _ = run(f"{'par' if parallel else 'seq'}-{label.split()[0]}", transport_class, parallel)
+                    _, _, seconds, _ = run(
+                        f"{'par' if parallel else 'seq'}-{label.split()[0]}", transport_class, parallel
+                    )
                     timings[parallel] = seconds
-                print(f"apply wall time, {label:18}: parallel {timings[True]:6.2f} s, sequential {timings[False]:6.2f} s, "
-                      f"ratio {timings[True] / timings[False]:.2f}")
+                print(
+                    f"apply wall time, {label:18}: parallel {timings[True]:6.2f} s, sequential {timings[False]:6.2f} s, "
+                    f"ratio {timings[True] / timings[False]:.2f}"
+                )
     finally:
         server.stop()
 

@@ -57,7 +57,9 @@ def main() -> None:
             warms.append(ours(loaded, Path(directory) / "cache", Path(directory) / "artifact")[0])
     raw, cold, warm, check = (statistics.median(values) for values in (raws, colds, warms, checks))
     buckets = len(loaded.spec.compile.buckets)
-    print(f"model: {loaded.spec.model.path}, {buckets} buckets {loaded.spec.compile.buckets}, torch {torch.__version__}, median of {RUNS}")
+    print(
+        f"model: {loaded.spec.model.path}, {buckets} buckets {loaded.spec.compile.buckets}, torch {torch.__version__}, median of {RUNS}"
+    )
     print(f"raw torch.jit.trace + save        {raw:7.2f} s")
     print(f"ours, cold (excl. numerical check) {cold:7.2f} s   ratio to raw  {cold / raw:5.2f}  (goal <= 1.20)")
     print(f"  numerical check                  {check:7.2f} s")

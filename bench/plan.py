@@ -37,7 +37,9 @@ def main() -> None:
             timings.append(elapsed)
         plan = json.loads(output)
         best, median = min(timings), statistics.median(timings)
-        print(f"{template.name:40} {best:7.2f} {median:9.2f} {len(plan['resources']):9d} {plan['request_count']:8d} {median / 1.0:10.2f}x")
+        print(
+            f"{template.name:40} {best:7.2f} {median:9.2f} {len(plan['resources']):9d} {plan['request_count']:8d} {median / 1.0:10.2f}x"
+        )
 
 
 if __name__ == "__main__":

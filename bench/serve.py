@@ -84,13 +84,16 @@ TEXTS = [
 
 # --- ceiling: the raw compiled forward in this process ---------------------------------------------------------
 
+
 def compile_artifact(root: Path, name: str, batches: list[int]) -> Path:
     from neurondeploy.compiler.cache import CompileCache
     from neurondeploy.compiler.compile import compile_spec
     from neurondeploy.specs import parse_spec
 
     loaded = parse_spec(SPEC.format(name=name, batches=batches, length=LENGTH), path=root / f"{name}.yaml")
-    return compile_spec(loaded, backend="cpu", cache=CompileCache(root=root / "cache"), out_dir=root / name).artifact_dir
+    return compile_spec(
+        loaded, backend="cpu", cache=CompileCache(root=root / "cache"), out_dir=root / name
+    ).artifact_dir
 
 
 def raw_forward(artifact: Path) -> dict:
@@ -104,7 +107,9 @@ def raw_forward(artifact: Path) -> dict:
     runner = ModelRunner(artifact, ServingSpec(), 1, "cpu")
     items = runner.parse({"inputs": TEXTS})[0]
     assert max(item.length for item in items) <= LENGTH, "a bench text is longer than the sequence bucket"
-    inputs = {bucket: runner.tensors([items[i % len(items)] for i in range(bucket[0])], *bucket) for bucket in runner.buckets}
+    inputs = {
+        bucket: runner.tensors([items[i % len(items)] for i in range(bucket[0])], *bucket) for bucket in runner.buckets
+    }
     times: dict[tuple[int, int], list[float]] = {bucket: [] for bucket in runner.buckets}
     wall, own, busy = time.perf_counter(), time.process_time(), _machine_cpu_s()
     with torch.no_grad():
@@ -122,11 +127,17 @@ def raw_forward(artifact: Path) -> dict:
     batch1 = times[(1, LENGTH)]
     wall, own = time.perf_counter() - wall, time.process_time() - own
     busy = _machine_cpu_s() - busy
-    return {"per_bucket": per_bucket, "batch1_p50": statistics.median(batch1), "threads": torch.get_num_threads(),
-            "other_cpu": max(0.0, busy - own) / wall, "reference": runner.run(0, items[:1])[0]}
+    return {
+        "per_bucket": per_bucket,
+        "batch1_p50": statistics.median(batch1),
+        "threads": torch.get_num_threads(),
+        "other_cpu": max(0.0, busy - own) / wall,
+        "reference": runner.run(0, items[:1])[0],
+    }
 
 
 # --- servers, each in its own process group ---------------------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -142,8 +153,13 @@ class Server:
         self.health, self.url = self.base + health, self.base + path
         self.handle = log.open("w")
         self.stopped = False
-        self.process = subprocess.Popen([*command, "--port", str(self.port)], env=env, stdout=self.handle,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            [*command, "--port", str(self.port)],
+            env=env,
+            stdout=self.handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def wait_ready(self, timeout: float = 180) -> None:
         import httpx
@@ -207,7 +223,9 @@ def _group_cpu_s(pgid: int) -> float:
 
 def _machine_cpu_s() -> float:
     """Busy CPU seconds of the whole machine since boot, summed over cores."""
-    user, nice, system, _idle, _iowait, irq, softirq = (int(value) for value in Path("/proc/stat").read_text().split()[1:8])
+    user, nice, system, _idle, _iowait, irq, softirq = (
+        int(value) for value in Path("/proc/stat").read_text().split()[1:8]
+    )
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
@@ -221,6 +239,7 @@ class Quiet:
 
     def wait(self, server: Server | None = None) -> None:
         """Until the machine, minus the (idle) server under test, uses under QUIET_CORES for a second."""
+
         def used() -> float:
             return _machine_cpu_s() - (_group_cpu_s(server.process.pid) if server else 0.0)
 
@@ -235,13 +254,27 @@ class Quiet:
 
 def ours(artifact: Path, delay_ms: float, log: Path) -> Server:
     env = os.environ | {"NEURONDEPLOY_SERVING": json.dumps({"max_batch_delay_ms": delay_ms})}
-    return Server("neurondeploy", [sys.executable, "-m", "neurondeploy.cli", "serve", str(artifact)], env,
-                  "/ping", "/invocations", log)
+    return Server(
+        "neurondeploy",
+        [sys.executable, "-m", "neurondeploy.cli", "serve", str(artifact)],
+        env,
+        "/ping",
+        "/invocations",
+        log,
+    )
 
 
 def litserve(artifact: Path, max_batch: int, delay_ms: float, log: Path) -> Server:
-    command = [sys.executable, str(Path(__file__).resolve()), "--litserve-server", str(artifact),
-               "--max-batch", str(max_batch), "--delay-ms", str(delay_ms)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--litserve-server",
+        str(artifact),
+        "--max-batch",
+        str(max_batch),
+        "--delay-ms",
+        str(delay_ms),
+    ]
     return Server("LitServe", command, dict(os.environ), "/health", "/predict", log)
 
 
@@ -283,6 +316,7 @@ def serve_litserve(args) -> None:
 
 # --- load generator (its own process) ----------------------------------------------------------------------------
 
+
 async def _load(url: str, concurrency: int, warmup: float, seconds: float, watch: int | None) -> dict:
     import httpx
 
@@ -301,6 +335,7 @@ async def _load(url: str, concurrency: int, warmup: float, seconds: float, watch
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S, limits=limits) as client:
+
         async def client_loop(index: int) -> None:
             sent = index
             while time.perf_counter() < stop_at:
@@ -326,14 +361,36 @@ async def _load(url: str, concurrency: int, warmup: float, seconds: float, watch
         return latencies[min(len(latencies) - 1, int(quantile * len(latencies)))] if latencies else float("nan")
 
     loadgen, server, busy = ((to - since) / window for to, since in zip(marks["to"], marks["from"]))
-    return {"rps": len(latencies) / window, "count": len(latencies), "p50": pick(0.50), "p99": pick(0.99), "errors": errors,
-            "loadgen_cpu": loadgen, "server_cpu": server, "other_cpu": max(0.0, busy - loadgen - server)}
+    return {
+        "rps": len(latencies) / window,
+        "count": len(latencies),
+        "p50": pick(0.50),
+        "p99": pick(0.99),
+        "errors": errors,
+        "loadgen_cpu": loadgen,
+        "server_cpu": server,
+        "other_cpu": max(0.0, busy - loadgen - server),
+    }
 
 
 def run_load(server: Server, concurrency: int, warmup: float, seconds: float) -> dict:
-    command = [sys.executable, str(Path(__file__).resolve()), "--load", server.url, "--concurrency", str(concurrency),
-               "--warmup", str(warmup), "--seconds", str(seconds), "--watch-pgid", str(server.process.pid)]
-    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=warmup + seconds + REQUEST_TIMEOUT_S + 30)
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--load",
+        server.url,
+        "--concurrency",
+        str(concurrency),
+        "--warmup",
+        str(warmup),
+        "--seconds",
+        str(seconds),
+        "--watch-pgid",
+        str(server.process.pid),
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, check=False, timeout=warmup + seconds + REQUEST_TIMEOUT_S + 30
+    )
     if result.returncode != 0:
         raise RuntimeError(f"load generator failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout)
@@ -357,7 +414,9 @@ def group_sizes(before: dict[str, float], after: dict[str, float]) -> tuple[floa
     delta = {key: after[key] - before.get(key, 0.0) for key in after}
     ranges, low = {}, 1
     for high in BATCH_SIZES:
-        ranges[f"{low}-{high}" if low < high else str(high)] = delta[f"{float(high)}"] - (delta[f"{float(low - 1)}"] if low > 1 else 0.0)
+        ranges[f"{low}-{high}" if low < high else str(high)] = delta[f"{float(high)}"] - (
+            delta[f"{float(low - 1)}"] if low > 1 else 0.0
+        )
         low = high + 1
     return delta["sum"] / max(1.0, delta["count"]), ranges
 
@@ -371,6 +430,7 @@ def answer_diff(server: Server, reference: list[float]) -> float:
 
 
 # --- the whole comparison ----------------------------------------------------------------------------------------
+
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
@@ -386,15 +446,22 @@ def print_report(args, raw: dict, report: dict, total: float, waited: float) -> 
     c, ours_r, lit_r = args.concurrency, report["ours"], report["lit"]
     best = max(raw["per_bucket"], key=raw["per_bucket"].get)
     ceiling = raw["per_bucket"][best]
-    print(f"MiniLM-L6 (all-MiniLM-L6-v2) feature-extraction, buckets batch {BATCH_SIZES} x seq {LENGTH}, "
-          f"torch {torch.__version__} CPU, {os.cpu_count()} cores, torch threads {raw['threads']} (torch default) "
-          "in both servers and the ceiling")
-    print("raw forward items/s by batch: " + ", ".join(f"b{batch} {value:.0f}" for batch, value in raw["per_bucket"].items())
-          + f"; raw batch-1 forward p50 {_ms(raw['batch1_p50'])}")
-    print(f"load: closed-loop httpx clients in a separate process, 1 text per request, {args.warmup:g} s warm-up + "
-          f"{args.seconds:g} s measured. Batching: our max_batch_delay_ms {args.delay_ms:g}, LitServe batch_timeout "
-          f"{args.delay_ms / 1000:g} s, max batch {max(BATCH_SIZES)} both; LitServe workers_per_device 1. "
-          f"Without batching: a batch-1-only artifact / LitServe max_batch_size 1")
+    print(
+        f"MiniLM-L6 (all-MiniLM-L6-v2) feature-extraction, buckets batch {BATCH_SIZES} x seq {LENGTH}, "
+        f"torch {torch.__version__} CPU, {os.cpu_count()} cores, torch threads {raw['threads']} (torch default) "
+        "in both servers and the ceiling"
+    )
+    print(
+        "raw forward items/s by batch: "
+        + ", ".join(f"b{batch} {value:.0f}" for batch, value in raw["per_bucket"].items())
+        + f"; raw batch-1 forward p50 {_ms(raw['batch1_p50'])}"
+    )
+    print(
+        f"load: closed-loop httpx clients in a separate process, 1 text per request, {args.warmup:g} s warm-up + "
+        f"{args.seconds:g} s measured. Batching: our max_batch_delay_ms {args.delay_ms:g}, LitServe batch_timeout "
+        f"{args.delay_ms / 1000:g} s, max batch {max(BATCH_SIZES)} both; LitServe workers_per_device 1. "
+        f"Without batching: a batch-1-only artifact / LitServe max_batch_size 1"
+    )
     print()
     _row("", "neurondeploy", "LitServe")
     _row(f"ceiling: raw forward, best batch ({best}), items/s", f"{ceiling:.0f}", f"{ceiling:.0f}")
@@ -405,31 +472,55 @@ def print_report(args, raw: dict, report: dict, total: float, waited: float) -> 
     _row(f"c={c} req/s, without batching (batch 1)", *(f"{side[f'b1-c{c}']['rps']:.0f}" for side in (ours_r, lit_r)))
     _row("c=1 p50 latency, batching server", *(_ms(side["c1"]["p50"]) for side in (ours_r, lit_r)))
     _row("c=1 p99 latency, batching server", *(_ms(side["c1"]["p99"]) for side in (ours_r, lit_r)))
-    _row("c=1 p50 overhead over raw batch-1 forward p50", *(_ms(side["c1"]["p50"] - raw["batch1_p50"]) for side in (ours_r, lit_r)),
-         "goal <= 2 ms")
+    _row(
+        "c=1 p50 overhead over raw batch-1 forward p50",
+        *(_ms(side["c1"]["p50"] - raw["batch1_p50"]) for side in (ours_r, lit_r)),
+        "goal <= 2 ms",
+    )
     _row("c=1 p50 latency, batch-1 server", *(_ms(side["b1-c1"]["p50"]) for side in (ours_r, lit_r)))
-    _row("errors, all runs", *(str(sum(sum(run["errors"].values()) for run in side.values())) for side in (ours_r, lit_r)),
-         "must be 0")
+    _row(
+        "errors, all runs",
+        *(str(sum(sum(run["errors"].values()) for run in side.values())) for side in (ours_r, lit_r)),
+        "must be 0",
+    )
     print()
-    print(f"CPU % of one core over each measured window ({os.cpu_count()} cores = 200): server / load generator / other processes")
+    print(
+        f"CPU % of one core over each measured window ({os.cpu_count()} cores = 200): server / load generator / other processes"
+    )
     print(f"  ceiling (raw forward in this process): other processes {raw['other_cpu'] * 100:.0f}")
-    for key, label in ((f"c{c}", f"c={c} batching"), (f"b1-c{c}", f"c={c} batch 1"), ("c1", "c=1 batching"), ("b1-c1", "c=1 batch 1")):
-        _row(f"  {label}", *("/".join(f"{side[key][name] * 100:.0f}" for name in ("server_cpu", "loadgen_cpu", "other_cpu"))
-                             for side in (ours_r, lit_r)))
-    print("load generator CPU per request at c=1 (part of the c=1 latency): "
-          + " / ".join(f"{side['c1']['loadgen_cpu'] / side['c1']['rps'] * 1000:.2f} ms" for side in (ours_r, lit_r)))
+    for key, label in (
+        (f"c{c}", f"c={c} batching"),
+        (f"b1-c{c}", f"c={c} batch 1"),
+        ("c1", "c=1 batching"),
+        ("b1-c1", "c=1 batch 1"),
+    ):
+        _row(
+            f"  {label}",
+            *(
+                "/".join(f"{side[key][name] * 100:.0f}" for name in ("server_cpu", "loadgen_cpu", "other_cpu"))
+                for side in (ours_r, lit_r)
+            ),
+        )
+    print(
+        "load generator CPU per request at c=1 (part of the c=1 latency): "
+        + " / ".join(f"{side['c1']['loadgen_cpu'] / side['c1']['rps'] * 1000:.2f} ms" for side in (ours_r, lit_r))
+    )
     groups = ours_r[f"c{c}"]["groups"]
-    print(f"our model calls at c={c}: {sum(groups.values()):.0f}, mean {ours_r[f'c{c}']['mean_batch']:.1f} inputs; by size "
-          + ", ".join(f"{label}: {count:.0f}" for label, count in groups.items())
-          + f". Max |server answer - in-process answer|: {max(report['diff'].values()):.1e}")
+    print(
+        f"our model calls at c={c}: {sum(groups.values()):.0f}, mean {ours_r[f'c{c}']['mean_batch']:.1f} inputs; by size "
+        + ", ".join(f"{label}: {count:.0f}" for label, count in groups.items())
+        + f". Max |server answer - in-process answer|: {max(report['diff'].values()):.1e}"
+    )
     for side, name in (("ours", "neurondeploy"), ("lit", "LitServe")):
         for key, run in report[side].items():
             if run["errors"]:
                 print(f"errors, {name} {key}: {run['errors']}")
     others = [raw["other_cpu"]] + [run["other_cpu"] for side in (ours_r, lit_r) for run in side.values()]
     if max(others) > 0.10:
-        print(f"WARNING: other processes used up to {max(others) * 100:.0f}% of a core during a measurement: "
-              "these figures are distorted; rerun on an idle machine")
+        print(
+            f"WARNING: other processes used up to {max(others) * 100:.0f}% of a core during a measurement: "
+            "these figures are distorted; rerun on an idle machine"
+        )
     print(f"total {total:.0f} s ({waited:.0f} s of it waiting for an idle machine)")
     sys.stdout.flush()
 
@@ -448,10 +539,12 @@ def main(args) -> None:
             raw = raw_forward(batched)
             max_batch = max(BATCH_SIZES)
 
-            plan = [("ours", "", lambda: ours(batched, args.delay_ms, root / "ours-batched.log")),
-                    ("lit", "", lambda: litserve(batched, max_batch, args.delay_ms, root / "lit-batched.log")),
-                    ("ours", "b1-", lambda: ours(single, args.delay_ms, root / "ours-single.log")),
-                    ("lit", "b1-", lambda: litserve(single, 1, args.delay_ms, root / "lit-single.log"))]
+            plan = [
+                ("ours", "", lambda: ours(batched, args.delay_ms, root / "ours-batched.log")),
+                ("lit", "", lambda: litserve(batched, max_batch, args.delay_ms, root / "lit-batched.log")),
+                ("ours", "b1-", lambda: ours(single, args.delay_ms, root / "ours-single.log")),
+                ("lit", "b1-", lambda: litserve(single, 1, args.delay_ms, root / "lit-single.log")),
+            ]
             for side, prefix, start in plan:
                 server = start()
                 servers.append(server)
@@ -478,8 +571,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=WARMUP_S)
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--delay-ms", type=float, default=DELAY_MS, help="max_batch_delay_ms / LitServe batch_timeout")
-    parser.add_argument("--quiet-wait", type=float, default=QUIET_WAIT_S,
-                        help="seconds, in all, to wait for an idle machine before measurements")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=QUIET_WAIT_S,
+        help="seconds, in all, to wait for an idle machine before measurements",
+    )
     parser.add_argument("--load", metavar="URL", help=argparse.SUPPRESS)  # load-generator mode
     parser.add_argument("--watch-pgid", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--litserve-server", metavar="ARTIFACT", help=argparse.SUPPRESS)  # LitServe server mode
@@ -491,8 +588,15 @@ def parse_args() -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = parse_args()
     if arguments.load:
-        print(json.dumps(asyncio.run(_load(arguments.load, arguments.concurrency, arguments.warmup, arguments.seconds,
-                                           arguments.watch_pgid))))
+        print(
+            json.dumps(
+                asyncio.run(
+                    _load(
+                        arguments.load, arguments.concurrency, arguments.warmup, arguments.seconds, arguments.watch_pgid
+                    )
+                )
+            )
+        )
     elif arguments.litserve_server:
         serve_litserve(arguments)
     else:

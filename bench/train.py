@@ -42,13 +42,21 @@ def worker(variant: dict) -> dict:
     from tiny_lm import TinyLM, TinyLMConfig, causal_lm_loss
 
     torch.manual_seed(0)
-    config = TinyLMConfig(hidden_size=SHAPE["hidden_size"], layers=SHAPE["layers"], heads=SHAPE["heads"],
-                          intermediate_size=SHAPE["intermediate_size"], max_positions=SHAPE["sequence"])
+    config = TinyLMConfig(
+        hidden_size=SHAPE["hidden_size"],
+        layers=SHAPE["layers"],
+        heads=SHAPE["heads"],
+        intermediate_size=SHAPE["intermediate_size"],
+        max_positions=SHAPE["sequence"],
+    )
     model = TinyLM(config)
     model.gradient_checkpointing = variant["checkpointing"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(1)
-    batches = [torch.randint(0, 256, (SHAPE["batch"], SHAPE["sequence"] + 1), generator=generator) for _ in range(STEPS + WARMUP)]
+    batches = [
+        torch.randint(0, 256, (SHAPE["batch"], SHAPE["sequence"] + 1), generator=generator)
+        for _ in range(STEPS + WARMUP)
+    ]
     # Optimizer state exists after the first step; measure from there so only activations differ.
     times, losses, baseline = [], [], None
     for index, batch in enumerate(batches):
@@ -68,8 +76,13 @@ def worker(variant: dict) -> dict:
 
 
 def run_variant(**variant) -> dict:
-    output = subprocess.run([sys.executable, __file__, "--worker", json.dumps(variant)], capture_output=True, text=True,
-                            check=True, env={**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)})
+    output = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(variant)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)},
+    )
     return json.loads(output.stdout)
 
 
@@ -79,9 +92,14 @@ def run_variants(variants: dict[str, dict]) -> dict[str, dict]:
     for _ in range(ROUNDS):
         for name, variant in variants.items():
             runs[name].append(run_variant(**variant))
-    return {name: {"step_s": statistics.median(r["step_s"] for r in results),
-                   "peak_step_mib": statistics.median(r["peak_step_mib"] for r in results),
-                   "losses": results[0]["losses"]} for name, results in runs.items()}
+    return {
+        name: {
+            "step_s": statistics.median(r["step_s"] for r in results),
+            "peak_step_mib": statistics.median(r["peak_step_mib"] for r in results),
+            "losses": results[0]["losses"],
+        }
+        for name, results in runs.items()
+    }
 
 
 def processes_throughput(processes: int, work: Path) -> float:
@@ -90,8 +108,12 @@ def processes_throughput(processes: int, work: Path) -> float:
     from neurondeploy.training.local import run_local_training
 
     loaded = load_spec(REPO / "templates" / "tiny-lm-train-local.yaml")
-    result = run_local_training(loaded, processes=processes, work_dir=work,
-                                hyperparameters={"max_steps": 40, "log_every": 1, "global_batch_size": 32})
+    result = run_local_training(
+        loaded,
+        processes=processes,
+        work_dir=work,
+        hyperparameters={"max_steps": 40, "log_every": 1, "global_batch_size": 32},
+    )
     records = [json.loads(line) for line in (work / "output" / "data" / "metrics.jsonl").read_text().splitlines()]
     seconds = statistics.median(r["step_seconds"] for r in records if r["step"] > 3)
     assert result.last_step == 40
@@ -99,24 +121,36 @@ def processes_throughput(processes: int, work: Path) -> float:
 
 
 def main() -> None:
-    results = run_variants({"plain": {"checkpointing": False, "bf16": False},
-                            "checkpointed": {"checkpointing": True, "bf16": False},
-                            "bf16": {"checkpointing": False, "bf16": True}})
+    results = run_variants(
+        {
+            "plain": {"checkpointing": False, "bf16": False},
+            "checkpointed": {"checkpointing": True, "bf16": False},
+            "bf16": {"checkpointing": False, "bf16": True},
+        }
+    )
     plain, checkpointed, bf16 = results["plain"], results["checkpointed"], results["bf16"]
-    print(f"reference model {SHAPE}, median step of {STEPS} after {WARMUP} warm-up, median of {ROUNDS} interleaved "
-          f"rounds, {os.cpu_count()} cores")
-    print(f"gradient checkpointing: peak step memory {plain['peak_step_mib']:.0f} MiB -> {checkpointed['peak_step_mib']:.0f} MiB "
-          f"(ratio {checkpointed['peak_step_mib'] / plain['peak_step_mib']:.2f}); step time {plain['step_s'] * 1000:.0f} ms -> "
-          f"{checkpointed['step_s'] * 1000:.0f} ms (ratio {checkpointed['step_s'] / plain['step_s']:.2f})")
+    print(
+        f"reference model {SHAPE}, median step of {STEPS} after {WARMUP} warm-up, median of {ROUNDS} interleaved "
+        f"rounds, {os.cpu_count()} cores"
+    )
+    print(
+        f"gradient checkpointing: peak step memory {plain['peak_step_mib']:.0f} MiB -> {checkpointed['peak_step_mib']:.0f} MiB "
+        f"(ratio {checkpointed['peak_step_mib'] / plain['peak_step_mib']:.2f}); step time {plain['step_s'] * 1000:.0f} ms -> "
+        f"{checkpointed['step_s'] * 1000:.0f} ms (ratio {checkpointed['step_s'] / plain['step_s']:.2f})"
+    )
     drift = max(abs(a - b) for a, b in zip(plain["losses"], bf16["losses"]))
-    print(f"fp32 vs bf16 autocast: step time {plain['step_s'] * 1000:.0f} ms vs {bf16['step_s'] * 1000:.0f} ms "
-          f"(ratio {bf16['step_s'] / plain['step_s']:.2f}); loss after {STEPS + WARMUP} steps {plain['losses'][-1]:.4f} vs "
-          f"{bf16['losses'][-1]:.4f}, largest difference over the steps {drift:.4f}")
+    print(
+        f"fp32 vs bf16 autocast: step time {plain['step_s'] * 1000:.0f} ms vs {bf16['step_s'] * 1000:.0f} ms "
+        f"(ratio {bf16['step_s'] / plain['step_s']:.2f}); loss after {STEPS + WARMUP} steps {plain['losses'][-1]:.4f} vs "
+        f"{bf16['losses'][-1]:.4f}, largest difference over the steps {drift:.4f}"
+    )
     with tempfile.TemporaryDirectory() as directory:
         one = processes_throughput(1, Path(directory) / "one")
         two = processes_throughput(2, Path(directory) / "two")
-    print(f"train --local, tiny template, global batch 32 × 64: 1 process {one:,.0f} tokens/s, 2 processes (DDP, gloo) "
-          f"{two:,.0f} tokens/s (ratio {two / one:.2f})")
+    print(
+        f"train --local, tiny template, global batch 32 × 64: 1 process {one:,.0f} tokens/s, 2 processes (DDP, gloo) "
+        f"{two:,.0f} tokens/s (ratio {two / one:.2f})"
+    )
 
 
 if __name__ == "__main__":

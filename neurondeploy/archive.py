@@ -14,8 +14,11 @@ SKIPPED_NAMES = frozenset({"__pycache__", ".git", ".neurondeploy", ".ipynb_check
 
 def packed_files(directory: Path) -> list[Path]:
     """The files an upload of ``directory`` holds, sorted (reproducible archives and digests)."""
-    return sorted(p for p in directory.rglob("*") if p.is_file()
-                  and not SKIPPED_NAMES.intersection(p.relative_to(directory).parts) and p.suffix != ".pyc")
+    return sorted(
+        p
+        for p in directory.rglob("*")
+        if p.is_file() and not SKIPPED_NAMES.intersection(p.relative_to(directory).parts) and p.suffix != ".pyc"
+    )
 
 
 def artifact_digest(directory: Path) -> str:

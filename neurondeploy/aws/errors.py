@@ -16,33 +16,62 @@ from __future__ import annotations
 
 from typing import Protocol
 
-GONE_CODES = ("NotFound", "NoSuchEntity", "NoSuchHostedZone", "ResourceNotFound", "LoadBalancerNotFound",
-              "TargetGroupNotFound", "ListenerNotFound", "ObjectNotFoundException", "InvalidTarget",
-              "Gateway.NotAttached", "InvalidAssociationID.NotFound", "InvalidAllocationID.NotFound",
-              "InvalidPermission.NotFound")
+GONE_CODES = (
+    "NotFound",
+    "NoSuchEntity",
+    "NoSuchHostedZone",
+    "ResourceNotFound",
+    "LoadBalancerNotFound",
+    "TargetGroupNotFound",
+    "ListenerNotFound",
+    "ObjectNotFoundException",
+    "InvalidTarget",
+    "Gateway.NotAttached",
+    "InvalidAssociationID.NotFound",
+    "InvalidAllocationID.NotFound",
+    "InvalidPermission.NotFound",
+)
 GONE_MESSAGES = ("not found", "does not exist", "could not find", "cannot find")
 GONE_IN_MESSAGE_CODES = ("ValidationError", "ValidationException", "InvalidParameterValue", "InvalidInput")
 
-RETRYABLE_CODES = ("DependencyViolation", "ResourceInUse", "ResourceInUseException", "ScalingActivityInProgress",
-                   "InvalidNetworkInterface.InUse", "VolumeInUse", "DeleteConflict", "IncorrectState",
-                   "InvalidRouteTableID")
+RETRYABLE_CODES = (
+    "DependencyViolation",
+    "ResourceInUse",
+    "ResourceInUseException",
+    "ScalingActivityInProgress",
+    "InvalidNetworkInterface.InUse",
+    "VolumeInUse",
+    "DeleteConflict",
+    "IncorrectState",
+    "InvalidRouteTableID",
+)
 
 # (operation, code): only for requests with no outputs to learn from the answer.
-ALREADY_DONE = frozenset({
-    ("AuthorizeSecurityGroupIngress", "InvalidPermission.Duplicate"),
-    ("AuthorizeSecurityGroupEgress", "InvalidPermission.Duplicate"),
-    ("RevokeSecurityGroupEgress", "InvalidPermission.NotFound"),
-    ("AttachInternetGateway", "Resource.AlreadyAssociated"),
-    ("CreateRoute", "RouteAlreadyExists"),
-    ("AddRoleToInstanceProfile", "LimitExceeded"),  # a profile holds one role: ours, added the first time
-})
+ALREADY_DONE = frozenset(
+    {
+        ("AuthorizeSecurityGroupIngress", "InvalidPermission.Duplicate"),
+        ("AuthorizeSecurityGroupEgress", "InvalidPermission.Duplicate"),
+        ("RevokeSecurityGroupEgress", "InvalidPermission.NotFound"),
+        ("AttachInternetGateway", "Resource.AlreadyAssociated"),
+        ("CreateRoute", "RouteAlreadyExists"),
+        ("AddRoleToInstanceProfile", "LimitExceeded"),  # a profile holds one role: ours, added the first time
+    }
+)
 
 S3_MISSING_OBJECT_CODES = ("NoSuchKey", "404", "NotFound")
 S3_MISSING_BUCKET_CODES = ("NoSuchBucket", "404", "NotFound")
 S3_CONDITION_FAILED_CODES = ("PreconditionFailed", "412", "ConditionalRequestConflict")
 
-TRANSIENT_CODES = (None, "ThrottlingException", "Throttling", "RequestTimeout", "ServiceUnavailable",
-                   "InternalFailure", "InternalServerError", "InternalError")
+TRANSIENT_CODES = (
+    None,
+    "ThrottlingException",
+    "Throttling",
+    "RequestTimeout",
+    "ServiceUnavailable",
+    "InternalFailure",
+    "InternalServerError",
+    "InternalError",
+)
 
 ECR_IMAGE_MISSING_CODES = ("RepositoryNotFoundException", "ImageNotFoundException")
 LOG_GROUP_MISSING_CODE = "ResourceNotFoundException"

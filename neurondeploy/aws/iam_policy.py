@@ -19,8 +19,13 @@ SCANNED = ("resources", "aws", "engine", "compiler", "serving", "training")
 # IAM's service prefixes where they differ from the boto3 client name.
 IAM_PREFIX = {"elbv2": "elasticloadbalancing", "resourcegroupstaggingapi": "tag", "sagemaker-runtime": "sagemaker"}
 # S3 operations whose IAM action has another name (S3 authorizes by action, not by API name).
-S3_ACTIONS = {"HeadBucket": "ListBucket", "HeadObject": "GetObject", "ListObjectsV2": "ListBucket",
-              "PutPublicAccessBlock": "PutBucketPublicAccessBlock", "DeleteObjects": "DeleteObject"}
+S3_ACTIONS = {
+    "HeadBucket": "ListBucket",
+    "HeadObject": "GetObject",
+    "ListObjectsV2": "ListBucket",
+    "PutPublicAccessBlock": "PutBucketPublicAccessBlock",
+    "DeleteObjects": "DeleteObject",
+}
 # Permissions that are not API calls of ours: handing a role to EC2 (instance profile) and SageMaker.
 EXTRA_ACTIONS = ("iam:PassRole",)
 
@@ -36,7 +41,10 @@ def _literal_calls(tree: ast.AST) -> set[tuple[str, str, str]]:
         if name in ("Request", "call") and len(strings) >= 2 and strings[0].islower():
             found.add(("operation", strings[0], strings[1]))
         elif name == "Wait" and strings:
-            service = next((kw.value.value for kw in node.keywords if kw.arg == "service" and isinstance(kw.value, ast.Constant)), None)
+            service = next(
+                (kw.value.value for kw in node.keywords if kw.arg == "service" and isinstance(kw.value, ast.Constant)),
+                None,
+            )
             found.add(("waiter", service or "", strings[0]))
     return found
 
@@ -83,8 +91,15 @@ def policy() -> dict:
         by_prefix.setdefault(action.split(":")[0], []).append(action)
     return {
         "Version": "2012-10-17",
-        "Statement": [{"Sid": prefix.replace("-", "").title().replace(" ", ""), "Effect": "Allow", "Action": names, "Resource": "*"}
-                      for prefix, names in sorted(by_prefix.items())],
+        "Statement": [
+            {
+                "Sid": prefix.replace("-", "").title().replace(" ", ""),
+                "Effect": "Allow",
+                "Action": names,
+                "Resource": "*",
+            }
+            for prefix, names in sorted(by_prefix.items())
+        ],
     }
 
 

@@ -7,11 +7,11 @@ results" flag), so no caller spells out NextToken / Marker / NextRecordName pair
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 
-@lru_cache(maxsize=None)
+@cache
 def paginator_config(service: str, operation: str) -> dict[str, Any]:
     """botocore's paginator entry for ``operation``: input_token, output_token, more_results, result_key."""
     import botocore.session

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.resources.validation import check_request
@@ -27,8 +28,9 @@ class AwsCallError(NeurondeployError):
 
     exit_code = 6
 
-    def __init__(self, message: str, hint: str | None = None, code: str | None = None,
-                 detail: str | None = None) -> None:
+    def __init__(
+        self, message: str, hint: str | None = None, code: str | None = None, detail: str | None = None
+    ) -> None:
         super().__init__(message, hint)
         self.code = code
         self.detail = detail if detail is not None else message  # what AWS (or botocore) said, without our prefix
@@ -48,8 +50,11 @@ def _aws_error(service: str, operation: str, exc: Exception) -> AwsCallError | N
 
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
-        return AwsCallError(f"{service}:{operation}: {error.get('Code')}: {error.get('Message')}",
-                            code=error.get("Code"), detail=str(error.get("Message")))
+        return AwsCallError(
+            f"{service}:{operation}: {error.get('Code')}: {error.get('Message')}",
+            code=error.get("Code"),
+            detail=str(error.get("Message")),
+        )
     if isinstance(exc, BotoCoreError):
         return AwsCallError(f"{service}:{operation}: {exc}", "check credentials, region and network", detail=str(exc))
     return None
@@ -84,8 +89,10 @@ class AwsTransport:
                 import boto3
                 from botocore.config import Config
 
-                config = Config(retries={"mode": "standard", "total_max_attempts": self.max_attempts},
-                                user_agent_extra="neurondeploy")
+                config = Config(
+                    retries={"mode": "standard", "total_max_attempts": self.max_attempts},
+                    user_agent_extra="neurondeploy",
+                )
                 region = "us-east-1" if service in ("iam", "route53") else self.region  # global services
                 self._clients[service] = boto3.client(service, region_name=region, config=config)
             return self._clients[service]
@@ -134,12 +141,15 @@ class AwsTransport:
             reporter.start()
         try:
             self.client(service).get_waiter(xform_name(waiter)).wait(
-                **params, WaiterConfig={"Delay": self.wait_delay_s, "MaxAttempts": self.wait_attempts})
+                **params, WaiterConfig={"Delay": self.wait_delay_s, "MaxAttempts": self.wait_attempts}
+            )
         except WaiterError as exc:
             reason = (exc.last_response or {}).get("FailureReason")
-            raise AwsCallError(f"{service}: waiting for {waiter} {subject} failed: "
-                               + (f"FailureReason: {reason}" if reason else str(exc)),
-                               "look at the resource in the AWS console; re-run apply once it is fixed") from exc
+            raise AwsCallError(
+                f"{service}: waiting for {waiter} {subject} failed: "
+                + (f"FailureReason: {reason}" if reason else str(exc)),
+                "look at the resource in the AWS console; re-run apply once it is fixed",
+            ) from exc
         finally:
             done.set()
             if reporter.is_alive():
@@ -173,8 +183,13 @@ class Transfer:
         try:
             client = self.transport.client(service)
             self.transport._log(service, operation)
-            client.upload_file(str(path), params["Bucket"], params["Key"], ExtraArgs=extra or None,
-                               Config=TransferConfig(use_threads=False))
+            client.upload_file(
+                str(path),
+                params["Bucket"],
+                params["Key"],
+                ExtraArgs=extra or None,
+                Config=TransferConfig(use_threads=False),
+            )
         except Exception as exc:
             cause = exc.__context__ if isinstance(exc, S3UploadFailedError) else exc  # boto3 wraps ClientError
             error = _aws_error(service, operation, cause) if cause is not None else None

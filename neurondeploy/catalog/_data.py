@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
-from typing import Any, Iterable
+from typing import Any
 
 from neurondeploy.errors import CatalogError
 

@@ -74,7 +74,9 @@ def _merge(maps: list[dict[str, str]]) -> dict[str, str]:
     for m in maps:
         for region, account in m.items():
             if _supported(region) and merged.setdefault(region, account) != account:
-                raise CatalogError(f"two Neuron DLC accounts for {region}: {merged[region]}, {account}", "report this data conflict")
+                raise CatalogError(
+                    f"two Neuron DLC accounts for {region}: {merged[region]}, {account}", "report this data conflict"
+                )
     return merged
 
 
@@ -172,7 +174,8 @@ def neuron_image(purpose: str, region: str, sdk_version: str | None = None) -> s
             last = spec.get("last_sdk")
             why = (
                 f"; {spec['repository']} is not published after SDK {last} ({spec['last_sdk_source']})"
-                if last and minor(sdk_version) > minor(last) else ""
+                if last and minor(sdk_version) > minor(last)
+                else ""
             )
             raise CatalogError(
                 f"no known {spec['repository']} tag for Neuron SDK {sdk_version}{why}",

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from neurondeploy.catalog._data import load, unknown
+from neurondeploy.catalog.images import image_regions  # reads sagemaker-core data files
 from neurondeploy.errors import CatalogError
-from neurondeploy.catalog.images import image_regions # reads sagemaker-core data files
 
 SAGEMAKER_PREFIX = "ml."
 PRICE_REGION = "us-east-1"  # the region price_usd_per_hour refers to when the data has it

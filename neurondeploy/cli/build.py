@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from neurondeploy.cli.output import bucket_line, console_err, print_json
 from neurondeploy.compiler.backends import select_backend
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.specs import load_spec
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from neurondeploy.cli.output import bucket_line, console_err, print_json
 
 
 def cmd_compile(args) -> int:
@@ -19,25 +20,36 @@ def cmd_compile(args) -> int:
     backend = select_backend(args.backend).name
     if backend == "cpu":
         why = "forced with --backend cpu" if args.backend == "cpu" else "torch_neuronx is not installed here"
-        console.print(f"backend: [bold]cpu[/] ({why}): a CPU trace with the same artifact format, for testing and local serving")
+        console.print(
+            f"backend: [bold]cpu[/] ({why}): a CPU trace with the same artifact format, for testing and local serving"
+        )
     else:
         console.print("backend: [bold]neuron[/] (torch_neuronx.trace with neuronx-cc)")
     cache = CompileCache(root=Path(args.cache_dir) if args.cache_dir else None, s3_uri=args.cache_s3)
     buckets = loaded.spec.compile.buckets if loaded.spec.kind == "inference" else []
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} buckets"),
-                  TimeElapsedColumn(), console=console, transient=False) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} buckets"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
         task = progress.add_task("compiling", total=len(buckets))
 
         def on_bucket(bucket) -> None:
             progress.console.print(bucket_line(bucket))
             progress.advance(task)
 
-        result = compile_spec(loaded, backend=args.backend, cache=cache,
-                              out_dir=Path(args.out) if args.out else None, on_bucket=on_bucket)
+        result = compile_spec(
+            loaded, backend=args.backend, cache=cache, out_dir=Path(args.out) if args.out else None, on_bucket=on_bucket
+        )
     if args.json:
         print_json(result.as_dict())
     else:
-        console.print(f"artifact: [bold]{result.artifact_dir}[/] ({len(result.buckets)} buckets, {result.seconds:.1f} s)")
+        console.print(
+            f"artifact: [bold]{result.artifact_dir}[/] ({len(result.buckets)} buckets, {result.seconds:.1f} s)"
+        )
     return 0
 
 
@@ -46,8 +58,19 @@ def cmd_cache(args) -> int:
     if args.cache_command == "ls":
         entries = cache.ls()
         if args.json:
-            print_json([{"key": e.key, "path": str(e.path), "size_bytes": e.size_bytes, "created": e.created,
-                          "last_used": e.last_used, "metadata": e.metadata} for e in entries])
+            print_json(
+                [
+                    {
+                        "key": e.key,
+                        "path": str(e.path),
+                        "size_bytes": e.size_bytes,
+                        "created": e.created,
+                        "last_used": e.last_used,
+                        "metadata": e.metadata,
+                    }
+                    for e in entries
+                ]
+            )
         else:
             for entry in entries:
                 print(f"{entry.key[:16]}  {entry.size_bytes / 2**20:9.1f} MiB  {entry.path}")
@@ -63,8 +86,12 @@ def cmd_cache(args) -> int:
             print(f"removed {key}")
     else:
         if args.older_than_days is None and args.max_gib is None:
-            raise NeurondeployError("cache prune needs --older-than-days or --max-gib", "e.g. cache prune --older-than-days 30")
-        removed = cache.prune(older_than_s=args.older_than_days * 86400 if args.older_than_days is not None else None,
-                              max_bytes=int(args.max_gib * 2**30) if args.max_gib is not None else None)
+            raise NeurondeployError(
+                "cache prune needs --older-than-days or --max-gib", "e.g. cache prune --older-than-days 30"
+            )
+        removed = cache.prune(
+            older_than_s=args.older_than_days * 86400 if args.older_than_days is not None else None,
+            max_bytes=int(args.max_gib * 2**30) if args.max_gib is not None else None,
+        )
         print(f"pruned {len(removed)} entries")
     return 0

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from neurondeploy.cli.render import render_plan
-from neurondeploy.cli.render import render_size
+from neurondeploy.cli.output import console_out, print_json
+from neurondeploy.cli.render import render_plan, render_size
 from neurondeploy.engine.saved_plans import save_plan
 from neurondeploy.planner.plan import build_plan_for_file
 from neurondeploy.planner.size import architecture_of, check_load, size_report
 from neurondeploy.planner.validate import validate_files
 from neurondeploy.specs.loader import SPEC_KINDS
-from neurondeploy.cli.output import console_out, print_json
 
 
 def cmd_validate(args) -> int:
@@ -38,9 +37,20 @@ def cmd_plan(args) -> int:
 
 def cmd_size(args) -> int:
     check_load(args.batch, args.seq)
-    arch = architecture_of(args.model, layers=args.layers, hidden=args.hidden, heads=args.heads, kv_heads=args.kv_heads,
-                           vocab=args.vocab, intermediate=args.intermediate, params=args.params, gated_mlp=args.gated_mlp)
-    result = size_report(arch, batch=args.batch, seq=args.seq, dtype=args.dtype, backend=args.backend, region=args.region)
+    arch = architecture_of(
+        args.model,
+        layers=args.layers,
+        hidden=args.hidden,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
+        vocab=args.vocab,
+        intermediate=args.intermediate,
+        params=args.params,
+        gated_mlp=args.gated_mlp,
+    )
+    result = size_report(
+        arch, batch=args.batch, seq=args.seq, dtype=args.dtype, backend=args.backend, region=args.region
+    )
     if args.json:
         print_json(result)
     else:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-
+from neurondeploy.cli.options import open_state_of, transport_for
+from neurondeploy.cli.output import console_err, print_json
 from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.drift import drift
 from neurondeploy.engine.executor import Executor
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.training.jobs import training_job_status
-from neurondeploy.cli.output import console_err, print_json
-from neurondeploy.cli.options import open_state_of, transport_for
 
 
 def cmd_destroy(args) -> int:
@@ -17,7 +16,9 @@ def cmd_destroy(args) -> int:
     recorded = state.get(args.name)
     region = args.region or (recorded.region if recorded else None)
     if region is None:
-        raise NeurondeployError(f"no state for deployment {args.name}", "pass --region to sweep AWS for its tagged resources")
+        raise NeurondeployError(
+            f"no state for deployment {args.name}", "pass --region to sweep AWS for its tagged resources"
+        )
     console = console_err()
     transport = transport_for(region, args)
     executor = Executor(transport, state, on_event=lambda message: console.print(f"  {message}"))
@@ -26,8 +27,10 @@ def cmd_destroy(args) -> int:
         console.print(f"[red]still present[/]: {leftover.type} {leftover.id} {leftover.detail}")
     for problem in report.errors:
         console.print(f"[red]failed[/]: {problem}")
-    console.print(f"{args.name}: {len(report.deleted)} recorded resources deleted, {len(report.swept)} found by tag sweep and "
-                  f"deleted, {len(report.remaining)} remaining")
+    console.print(
+        f"{args.name}: {len(report.deleted)} recorded resources deleted, {len(report.swept)} found by tag sweep and "
+        f"deleted, {len(report.remaining)} remaining"
+    )
     if report.errors and not report.remaining:
         console.print("state keeps the deployment; run destroy again once the cause is fixed")
     return 0 if report.clean else 7
@@ -41,9 +44,16 @@ def cmd_status(args) -> int:
         deployment = state.get(name)
         if deployment is None:
             raise NeurondeployError(f"no state for deployment {name}", f"known: {', '.join(state.names()) or 'none'}")
-        item = {"name": name, "region": deployment.region, "kind": deployment.kind, "spec_sha256": deployment.spec_digest,
-                "resources": [{"name": r.name, "type": r.type, "complete": r.complete, "outputs": r.outputs}
-                              for r in deployment.resources.values()]}
+        item = {
+            "name": name,
+            "region": deployment.region,
+            "kind": deployment.kind,
+            "spec_sha256": deployment.spec_digest,
+            "resources": [
+                {"name": r.name, "type": r.type, "complete": r.complete, "outputs": r.outputs}
+                for r in deployment.resources.values()
+            ],
+        }
         if deployment.kind == "training":  # the job's live state, from DescribeTrainingJob
             item["training_job"] = training_job_status(deployment, args.wait_delay_s)
         data.append(item)
@@ -52,8 +62,10 @@ def cmd_status(args) -> int:
     else:
         for item in data:
             incomplete = [r["name"] for r in item["resources"] if not r["complete"]]
-            print(f"{item['name']} ({item['kind']}, {item['region']}): {len(item['resources'])} resources"
-                  + (f", incomplete: {', '.join(incomplete)} (run apply again)" if incomplete else ""))
+            print(
+                f"{item['name']} ({item['kind']}, {item['region']}): {len(item['resources'])} resources"
+                + (f", incomplete: {', '.join(incomplete)} (run apply again)" if incomplete else "")
+            )
             for resource in item["resources"]:
                 ident = next(iter(resource["outputs"].values()), "") if resource["outputs"] else ""
                 print(f"  {resource['name']:28} {resource['type']:40} {ident}")

@@ -17,8 +17,12 @@ EXIT_INTERNAL = 70
 
 
 def _state_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--state", metavar="FILE_OR_S3_URI", help="state: a SQLite file, or s3://bucket/prefix for a team "
-                        "(default $NEURONDEPLOY_STATE or ~/.neurondeploy/state.db)")
+    parser.add_argument(
+        "--state",
+        metavar="FILE_OR_S3_URI",
+        help="state: a SQLite file, or s3://bucket/prefix for a team "
+        "(default $NEURONDEPLOY_STATE or ~/.neurondeploy/state.db)",
+    )
     parser.add_argument("--wait-delay-s", type=int, default=15, help="seconds between waiter polls")
 
 
@@ -39,12 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="checks, cost per hour, and every AWS request apply would send (offline)")
     plan.add_argument("spec", metavar="SPEC")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
-    plan.add_argument("--out", metavar="FILE_OR_S3_URI", help="save the plan (carries the spec's hash; a changed spec makes it "
-                      "stale); apply --plan checks it")
+    plan.add_argument(
+        "--out",
+        metavar="FILE_OR_S3_URI",
+        help="save the plan (carries the spec's hash; a changed spec makes it stale); apply --plan checks it",
+    )
     plan.set_defaults(handler="check:cmd_plan")
 
     size = commands.add_parser("size", help="which instances and TP degrees fit a model, cheapest first")
-    size.add_argument("--model", metavar="DIR", help="Hugging Face model directory (reads config.json and safetensors headers)")
+    size.add_argument(
+        "--model", metavar="DIR", help="Hugging Face model directory (reads config.json and safetensors headers)"
+    )
     size.add_argument("--layers", type=int)
     size.add_argument("--hidden", type=int, help="hidden size (d_model)")
     size.add_argument("--heads", type=int, help="attention heads")
@@ -56,34 +65,56 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--batch", type=int, default=1)
     size.add_argument("--seq", type=int, default=2048, help="sequence length (context) to hold in the KV cache")
     size.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16", "fp8"])
-    size.add_argument("--backend", default="nxdi", choices=["nxdi", "transformers-neuronx", "trace"],
-                      help="serving runtime: decides legal TP degrees and head rules")
+    size.add_argument(
+        "--backend",
+        default="nxdi",
+        choices=["nxdi", "transformers-neuronx", "trace"],
+        help="serving runtime: decides legal TP degrees and head rules",
+    )
     size.add_argument("--region", help="only instances offered in this region")
     size.add_argument("--json", action="store_true")
     size.set_defaults(handler="check:cmd_size")
 
-    compile_ = commands.add_parser("compile", help="compile an inference spec's model into an artifact, one module per bucket, cached")
+    compile_ = commands.add_parser(
+        "compile", help="compile an inference spec's model into an artifact, one module per bucket, cached"
+    )
     compile_.add_argument("spec", metavar="SPEC")
-    compile_.add_argument("--backend", default="auto", choices=["auto", "neuron", "cpu"],
-                          help="auto: neuron when torch_neuronx imports, else the CPU fallback")
+    compile_.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "neuron", "cpu"],
+        help="auto: neuron when torch_neuronx imports, else the CPU fallback",
+    )
     compile_.add_argument("--out", metavar="DIR", help="artifact directory (default artifacts/<name>)")
-    compile_.add_argument("--cache-dir", metavar="DIR", help="local cache (default $NEURONDEPLOY_CACHE_DIR or ~/.cache/neurondeploy)")
+    compile_.add_argument(
+        "--cache-dir", metavar="DIR", help="local cache (default $NEURONDEPLOY_CACHE_DIR or ~/.cache/neurondeploy)"
+    )
     compile_.add_argument("--cache-s3", metavar="S3_URI", help="team cache shared through an S3 prefix")
-    compile_.add_argument("--json", action="store_true", help="print a JSON summary (artifact, cache hit per bucket, times)")
+    compile_.add_argument(
+        "--json", action="store_true", help="print a JSON summary (artifact, cache hit per bucket, times)"
+    )
     compile_.set_defaults(handler="build:cmd_compile")
 
-    serve = commands.add_parser("serve", help="serve an artifact (or a spec, compiled from the cache) over the SageMaker contract")
+    serve = commands.add_parser(
+        "serve", help="serve an artifact (or a spec, compiled from the cache) over the SageMaker contract"
+    )
     serve.add_argument("target", metavar="ARTIFACT_OR_SPEC")
-    serve.add_argument("--artifact", metavar="DIR", help="with a spec: serve this compiled artifact instead of compiling")
+    serve.add_argument(
+        "--artifact", metavar="DIR", help="with a spec: serve this compiled artifact instead of compiling"
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 on instances)")
     serve.add_argument("--port", type=int, help="default serving.port (8080)")
-    serve.add_argument("--replicas", type=int, help="model replicas (default: one per NeuronCore group on Neuron, 1 on CPU)")
+    serve.add_argument(
+        "--replicas", type=int, help="model replicas (default: one per NeuronCore group on Neuron, 1 on CPU)"
+    )
     serve.add_argument("--backend", default="auto", choices=["auto", "neuron", "cpu"], help="when compiling a spec")
     serve.add_argument("--cache-dir", metavar="DIR")
     serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(handler="serve:cmd_serve")
 
-    apply = commands.add_parser("apply", help="apply a spec; --local: compile, serve on this machine, send a sample request")
+    apply = commands.add_parser(
+        "apply", help="apply a spec; --local: compile, serve on this machine, send a sample request"
+    )
     apply.add_argument("spec", metavar="SPEC")
     apply.add_argument("--local", action="store_true", help="run on this machine: CPU compile and a loopback endpoint")
     apply.add_argument("--host", default="127.0.0.1")
@@ -92,28 +123,60 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--cache-dir", metavar="DIR")
     apply.add_argument("--out", metavar="DIR", help="artifact directory (default artifacts/<name>)")
     apply.add_argument("--artifact", metavar="DIR", help="an already compiled artifact to upload instead of compiling")
-    apply.add_argument("--rollback", action="store_true", help="on failure, delete what this apply created (default: keep and record it)")
-    apply.add_argument("--sequential", action="store_true", help="create one resource at a time (default: independent ones in parallel)")
-    apply.add_argument("--ami-ssm-parameter", metavar="NAME", help="SSM parameter holding the Neuron DLAMI id (default: the public PyTorch 2.9 DLAMI)")
+    apply.add_argument(
+        "--rollback",
+        action="store_true",
+        help="on failure, delete what this apply created (default: keep and record it)",
+    )
+    apply.add_argument(
+        "--sequential",
+        action="store_true",
+        help="create one resource at a time (default: independent ones in parallel)",
+    )
+    apply.add_argument(
+        "--ami-ssm-parameter",
+        metavar="NAME",
+        help="SSM parameter holding the Neuron DLAMI id (default: the public PyTorch 2.9 DLAMI)",
+    )
     apply.add_argument("--ami-id", metavar="AMI", help="pin the instance image instead of resolving the SSM parameter")
-    apply.add_argument("--plan", metavar="FILE_OR_S3_URI", help="apply only if this saved plan (plan --out) is of this spec "
-                       "and still what apply would send; refused if stale")
+    apply.add_argument(
+        "--plan",
+        metavar="FILE_OR_S3_URI",
+        help="apply only if this saved plan (plan --out) is of this spec "
+        "and still what apply would send; refused if stale",
+    )
     apply.add_argument("--json", action="store_true")
     _state_options(apply)
     apply.set_defaults(handler="apply:cmd_apply", local_handler="serve:cmd_apply_local")
 
-    train = commands.add_parser("train", help="run a training spec: a SageMaker job on Trn1, or --local with torchrun on this CPU")
+    train = commands.add_parser(
+        "train", help="run a training spec: a SageMaker job on Trn1, or --local with torchrun on this CPU"
+    )
     train.add_argument("spec", metavar="SPEC")
-    train.add_argument("--local", action="store_true", help="run the entry script here with torchrun (gloo), the SageMaker contract set")
-    train.add_argument("--processes", type=int, help="--local: processes torchrun starts (default: the spec's local_processes)")
-    train.add_argument("--work-dir", metavar="DIR", help="--local: model, output, checkpoints (default .neurondeploy/train/<name>)")
-    train.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE", help="override a hyperparameter (repeatable)")
-    train.add_argument("--no-wait", action="store_true", help="start the SageMaker job and return (follow it with logs/status)")
+    train.add_argument(
+        "--local",
+        action="store_true",
+        help="run the entry script here with torchrun (gloo), the SageMaker contract set",
+    )
+    train.add_argument(
+        "--processes", type=int, help="--local: processes torchrun starts (default: the spec's local_processes)"
+    )
+    train.add_argument(
+        "--work-dir", metavar="DIR", help="--local: model, output, checkpoints (default .neurondeploy/train/<name>)"
+    )
+    train.add_argument(
+        "--hp", action="append", default=[], metavar="KEY=VALUE", help="override a hyperparameter (repeatable)"
+    )
+    train.add_argument(
+        "--no-wait", action="store_true", help="start the SageMaker job and return (follow it with logs/status)"
+    )
     train.add_argument("--json", action="store_true", help="print a JSON summary at the end")
     _state_options(train)
     train.set_defaults(handler="train:cmd_train")
 
-    stop = commands.add_parser("stop", help="stop a deployment's running SageMaker training job (checkpoints stay in S3)")
+    stop = commands.add_parser(
+        "stop", help="stop a deployment's running SageMaker training job (checkpoints stay in S3)"
+    )
     stop.add_argument("name", metavar="NAME")
     _state_options(stop)
     stop.set_defaults(handler="train:cmd_stop")
@@ -125,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     _state_options(logs)
     logs.set_defaults(handler="train:cmd_logs")
 
-    destroy = commands.add_parser("destroy", help="delete everything a deployment created (state + tag sweep) and prove nothing is left")
+    destroy = commands.add_parser(
+        "destroy", help="delete everything a deployment created (state + tag sweep) and prove nothing is left"
+    )
     destroy.add_argument("name", metavar="NAME")
     destroy.add_argument("--region", help="needed only when the state has no record of the deployment")
     _state_options(destroy)
@@ -148,11 +213,15 @@ def build_parser() -> argparse.ArgumentParser:
     _state_options(unlock)
     unlock.set_defaults(handler="deploy:cmd_unlock")
 
-    invoke = commands.add_parser("invoke", help="send one request to an endpoint: URL, sagemaker:NAME, a spec file or a deployment name")
+    invoke = commands.add_parser(
+        "invoke", help="send one request to an endpoint: URL, sagemaker:NAME, a spec file or a deployment name"
+    )
     invoke.add_argument("target", metavar="TARGET")
     invoke.add_argument("--data", required=True, help='JSON body, @file, or plain text sent as {"inputs": text}')
     invoke.add_argument("--region", help="for SageMaker endpoints (default: the spec's, or the AWS default)")
-    invoke.add_argument("--state", metavar="FILE_OR_S3_URI", help="where to look up a deployment name (default as apply)")
+    invoke.add_argument(
+        "--state", metavar="FILE_OR_S3_URI", help="where to look up a deployment name (default as apply)"
+    )
     invoke.set_defaults(handler="serve:cmd_invoke")
 
     cache = commands.add_parser("cache", help="list, remove or prune compiled entries in the local cache")
@@ -162,7 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     cache_ls.add_argument("--json", action="store_true")
     cache_rm = cache_commands.add_parser("rm", help="remove entries by key or key prefix (6+ characters)")
     cache_rm.add_argument("key")
-    cache_commands.add_parser("verify", help="hash every file of every entry (lookups trust untouched files); drop corrupt ones")
+    cache_commands.add_parser(
+        "verify", help="hash every file of every entry (lookups trust untouched files); drop corrupt ones"
+    )
     cache_prune = cache_commands.add_parser("prune", help="drop entries unused for a while, then least recently used")
     cache_prune.add_argument("--older-than-days", type=float)
     cache_prune.add_argument("--max-gib", type=float)
@@ -201,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug of ours: say so in one line; --debug shows where
         if args.debug:
             raise
-        print(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback and report it)", file=sys.stderr)
+        print(
+            f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback and report it)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

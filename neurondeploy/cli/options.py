@@ -13,4 +13,6 @@ def open_state_of(args):
 
 def transport_for(region: str, args) -> AwsTransport:
     console = console_err()
-    return AwsTransport(region, wait_delay_s=args.wait_delay_s, on_progress=lambda message: console.print(f"  {message}"))
+    return AwsTransport(
+        region, wait_delay_s=args.wait_delay_s, on_progress=lambda message: console.print(f"  {message}")
+    )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 
-
 def render_plan(plan, console) -> None:
-    console.print(f"[bold]{plan.kind} {plan.name}[/] in {plan.region}  ({plan.spec_file}, sha256 {plan.spec_sha256[:12]})")
+    console.print(
+        f"[bold]{plan.kind} {plan.name}[/] in {plan.region}  ({plan.spec_file}, sha256 {plan.spec_sha256[:12]})"
+    )
     for finding in plan.findings:
         style = "red" if finding["level"] == "error" else "yellow"
         console.print(f"[{style}]{finding['level']}[/]: {finding['text']}")
@@ -33,16 +34,20 @@ def render_plan(plan, console) -> None:
     for note in cost.notes:
         console.print(f"  [dim]note: {note}[/]")
     creates = sum(len(resource.requests) for resource in plan.resources)
-    console.print(f"{plan.request_count} AWS requests ({creates} for apply, {plan.request_count - creates} for destroy), "
-                  f"{plan.validated_count} checked strictly against the botocore models offline; --json shows every parameter")
+    console.print(
+        f"{plan.request_count} AWS requests ({creates} for apply, {plan.request_count - creates} for destroy), "
+        f"{plan.validated_count} checked strictly against the botocore models offline; --json shows every parameter"
+    )
     console.print("[dim]+ create   <= read only[/]")
 
 
 def render_size(result: dict, console) -> None:
     from rich.table import Table
 
-    console.print(f"{result['parameters'] / 1e9:.2f}B parameters, batch {result['batch']}, sequence {result['sequence_length']}, "
-                  f"{result['dtype']}, backend {result['backend']}")
+    console.print(
+        f"{result['parameters'] / 1e9:.2f}B parameters, batch {result['batch']}, sequence {result['sequence_length']}, "
+        f"{result['dtype']}, backend {result['backend']}"
+    )
     if not result["options"]:
         console.print("[red]nothing fits[/]: reduce batch size, sequence length or dtype")
         return
@@ -51,7 +56,13 @@ def render_size(result: dict, console) -> None:
         price = f"{option['hourly_usd']:.4f}" if option["hourly_usd"] is not None else "?"
         if option["hourly_usd"] is not None and not option["price_confirmed"]:
             price += "*"
-        table.add_row(option["instance"], str(option["tensor_parallel"]), str(option["replicas_per_instance"]),
-                      f"{option['per_core_gib']:.2f}", f"{option['available_per_core_gib']:g}", price)
+        table.add_row(
+            option["instance"],
+            str(option["tensor_parallel"]),
+            str(option["replicas_per_instance"]),
+            f"{option['per_core_gib']:.2f}",
+            f"{option['available_per_core_gib']:g}",
+            price,
+        )
     console.print(table)
     console.print("[dim]* third-party on-demand price, us-east-1 (see the catalogue's sources)[/]")

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from neurondeploy.aws.transport import AwsTransport
-from neurondeploy.cli.output import console_err, print_json
 from neurondeploy.cli.options import open_state_of
+from neurondeploy.cli.output import console_err, print_json
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.specs import load_spec
 from neurondeploy.training.jobs import (
@@ -44,20 +44,31 @@ def _printer(console):
 def cmd_train(args) -> int:
     loaded = load_spec(args.spec)
     if loaded.spec.kind != "training":
-        raise NeurondeployError(f"{args.spec} is an inference spec; train runs training specs",
-                                "use neurondeploy apply for endpoints")
+        raise NeurondeployError(
+            f"{args.spec} is an inference spec; train runs training specs", "use neurondeploy apply for endpoints"
+        )
     overrides = hyperparameter_overrides(args.hp)
     console = console_err()
     if args.local:
-        result = run_local_training(loaded, processes=args.processes, work_dir=Path(args.work_dir) if args.work_dir else None,
-                                    hyperparameters=overrides, on_event=console.print)
+        result = run_local_training(
+            loaded,
+            processes=args.processes,
+            work_dir=Path(args.work_dir) if args.work_dir else None,
+            hyperparameters=overrides,
+            on_event=console.print,
+        )
         if args.json:
             print_json(result.as_dict())
         return result.exit_code
     say = _printer(console)
     transport = AwsTransport(loaded.spec.region, wait_delay_s=args.wait_delay_s)
-    started = start_training_job(loaded, transport=transport, state=open_state_of(args), hyperparameters=overrides,
-                                 on_event=lambda message: say(f"  {message}"))
+    started = start_training_job(
+        loaded,
+        transport=transport,
+        state=open_state_of(args),
+        hyperparameters=overrides,
+        on_event=lambda message: say(f"  {message}"),
+    )
     name = started.deployment
     follow = f"follow it with `neurondeploy logs {name} --follow`, stop it with `neurondeploy stop {name}`"
     if not started.attached:
@@ -69,7 +80,9 @@ def cmd_train(args) -> int:
         return 0
     try:
         with console.status(f"{started.job_name}: waiting for DescribeTrainingJob") as live:
-            job = wait_for_job(transport, started.job_name, delay_s=args.wait_delay_s, on_event=say, on_status=live.update)
+            job = wait_for_job(
+                transport, started.job_name, delay_s=args.wait_delay_s, on_event=say, on_status=live.update
+            )
     except KeyboardInterrupt:
         say(f"stopped waiting; {started.job_name} keeps running: {follow}")
         return EXIT_DETACHED
@@ -77,7 +90,9 @@ def cmd_train(args) -> int:
         say(line)
     code = exit_code_of(job["TrainingJobStatus"])
     if args.json:
-        print_json({**job_summary(job), "attached": started.attached, "source_uri": started.source_uri, "exit_code": code})
+        print_json(
+            {**job_summary(job), "attached": started.attached, "source_uri": started.source_uri, "exit_code": code}
+        )
     return code
 
 
@@ -95,8 +110,14 @@ def cmd_logs(args) -> int:
         sys.stdout.flush()
 
     try:
-        read = read_training_logs(open_state_of(args), args.name, region=args.region, follow=args.follow,
-                                  wait_delay_s=args.wait_delay_s, on_line=write)
+        read = read_training_logs(
+            open_state_of(args),
+            args.name,
+            region=args.region,
+            follow=args.follow,
+            wait_delay_s=args.wait_delay_s,
+            on_line=write,
+        )
     except KeyboardInterrupt:
         return EXIT_DETACHED
     if not read.printed:

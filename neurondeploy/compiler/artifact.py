@@ -87,13 +87,17 @@ def read_manifest(artifact_dir: Path) -> Manifest:
     try:
         return Manifest.model_validate_json(path.read_text())
     except FileNotFoundError:
-        raise ArtifactError(f"{artifact_dir}: no {MANIFEST}, so not a neurondeploy artifact",
-                            "compile one with `neurondeploy compile SPEC`") from None
+        raise ArtifactError(
+            f"{artifact_dir}: no {MANIFEST}, so not a neurondeploy artifact",
+            "compile one with `neurondeploy compile SPEC`",
+        ) from None
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise ArtifactError(f"{path}: manifest is invalid at {where}: {first['msg']}",
-                            "recompile; the artifact was written by another neurondeploy version or edited") from None
+        raise ArtifactError(
+            f"{path}: manifest is invalid at {where}: {first['msg']}",
+            "recompile; the artifact was written by another neurondeploy version or edited",
+        ) from None
     except ValueError as exc:
         raise ArtifactError(f"{path}: manifest is not JSON ({exc})", "recompile the artifact") from None
 
@@ -102,29 +106,47 @@ def write_manifest(artifact_dir: Path, manifest: Manifest) -> None:
     (artifact_dir / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2))
 
 
-def check_compatible(manifest: Manifest, *, runtime: str, target: str | None = None, neuron_sdk: str | None = None,
-                     neuronx_cc: str | None = None, where: str = "artifact") -> None:
+def check_compatible(
+    manifest: Manifest,
+    *,
+    runtime: str,
+    target: str | None = None,
+    neuron_sdk: str | None = None,
+    neuronx_cc: str | None = None,
+    where: str = "artifact",
+) -> None:
     """Refuse an artifact that cannot load here: CPU stand-ins on Neuron and NEFFs on CPU, another target
     generation, or another SDK / compiler version than the runtime's."""
     if manifest.format != MANIFEST_FORMAT:
-        raise ArtifactError(f"{where} has manifest format {manifest.format}, this neurondeploy reads {MANIFEST_FORMAT}",
-                            "recompile with this version")
+        raise ArtifactError(
+            f"{where} has manifest format {manifest.format}, this neurondeploy reads {MANIFEST_FORMAT}",
+            "recompile with this version",
+        )
     if manifest.backend != runtime:
-        raise ArtifactError(f"{where} was compiled by the {manifest.backend} backend and cannot run on {runtime}",
-                            f"recompile with --backend {runtime}" if runtime == "neuron" else
-                            "NEFFs run only on Neuron devices; serve it on Inf2/Trn1, or recompile with --backend cpu to test here")
+        raise ArtifactError(
+            f"{where} was compiled by the {manifest.backend} backend and cannot run on {runtime}",
+            f"recompile with --backend {runtime}"
+            if runtime == "neuron"
+            else "NEFFs run only on Neuron devices; serve it on Inf2/Trn1, or recompile with --backend cpu to test here",
+        )
     if target and manifest.target != target:
-        raise ArtifactError(f"{where} was compiled for target {manifest.target}, not {target}",
-                            f"recompile with compile.target: {target}")
+        raise ArtifactError(
+            f"{where} was compiled for target {manifest.target}, not {target}",
+            f"recompile with compile.target: {target}",
+        )
     built_sdk = manifest.versions.get("neuron_sdk")
     if neuron_sdk and built_sdk and built_sdk != neuron_sdk:
-        raise ArtifactError(f"{where} was compiled with Neuron SDK {built_sdk}; the runtime has {neuron_sdk} "
-                            "(NEFFs are not portable across SDK versions: 'Could not find a matching NEFF')",
-                            f"recompile with neuron_sdk_version: {neuron_sdk}")
+        raise ArtifactError(
+            f"{where} was compiled with Neuron SDK {built_sdk}; the runtime has {neuron_sdk} "
+            "(NEFFs are not portable across SDK versions: 'Could not find a matching NEFF')",
+            f"recompile with neuron_sdk_version: {neuron_sdk}",
+        )
     built_cc = manifest.versions.get("neuronx_cc")
     if neuronx_cc and built_cc and built_cc != neuronx_cc:
-        raise ArtifactError(f"{where} was compiled with neuronx-cc {built_cc}; the runtime has {neuronx_cc}",
-                            "recompile on the runtime's SDK")
+        raise ArtifactError(
+            f"{where} was compiled with neuronx-cc {built_cc}; the runtime has {neuronx_cc}",
+            "recompile on the runtime's SDK",
+        )
 
 
 def current_runtime() -> str:
@@ -147,8 +169,9 @@ class LoadedArtifact:
     modules: dict[tuple[int, int], object]  # (batch size, length) -> torch.jit.ScriptModule
 
 
-def load_artifact(directory: str | Path, *, runtime: str | None = None, target: str | None = None,
-                  neuron_sdk: str | None = None) -> LoadedArtifact:
+def load_artifact(
+    directory: str | Path, *, runtime: str | None = None, target: str | None = None, neuron_sdk: str | None = None
+) -> LoadedArtifact:
     """Validate the manifest against this runtime, check every module's sha256, then torch.jit.load them.
 
     On Neuron each ``torch.jit.load`` places the NEFF on the next visible NeuronCore (round-robin), so the
@@ -165,15 +188,18 @@ def load_artifact(directory: str | Path, *, runtime: str | None = None, target: 
             neuronx_cc = importlib.metadata.version("neuronx-cc")
         except importlib.metadata.PackageNotFoundError:
             neuronx_cc = None
-    check_compatible(manifest, runtime=runtime, target=target, neuron_sdk=neuron_sdk, neuronx_cc=neuronx_cc,
-                     where=str(directory))
+    check_compatible(
+        manifest, runtime=runtime, target=target, neuron_sdk=neuron_sdk, neuronx_cc=neuronx_cc, where=str(directory)
+    )
     modules = {}
     for bucket in manifest.buckets:
         path = directory / bucket.file
         if not path.is_file():
             raise ArtifactError(f"{path} is missing from the artifact", "recompile or re-download the artifact")
         if _file_sha256(path) != bucket.sha256:
-            raise ArtifactError(f"{path} does not match the sha256 in the manifest (damaged or replaced)",
-                                "recompile or re-download the artifact")
+            raise ArtifactError(
+                f"{path} does not match the sha256 in the manifest (damaged or replaced)",
+                "recompile or re-download the artifact",
+            )
         modules[(bucket.batch_size, bucket.length)] = torch.jit.load(str(path))
     return LoadedArtifact(directory, manifest, modules)

@@ -60,8 +60,9 @@ class CpuBackend:
     def compiler_version(self) -> str:
         return f"torch-{torch.__version__}"
 
-    def trace(self, module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], compiler_args: list[str],
-              workdir: Path) -> torch.jit.ScriptModule:
+    def trace(
+        self, module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], compiler_args: list[str], workdir: Path
+    ) -> torch.jit.ScriptModule:
         with torch.no_grad(), warnings.catch_warnings():
             # Shape-dependent Python branches are constants by design: one trace per static bucket.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
@@ -69,8 +70,9 @@ class CpuBackend:
             try:
                 return torch.jit.trace(module, example_inputs, check_trace=False)
             except Exception as exc:  # the model's own error, raised while running it on the example inputs
-                raise BackendError(f"tracing failed on inputs {describe_inputs(example_inputs)}: {first_line(exc)}",
-                                   MODEL_INPUT_HINT) from exc
+                raise BackendError(
+                    f"tracing failed on inputs {describe_inputs(example_inputs)}: {first_line(exc)}", MODEL_INPUT_HINT
+                ) from exc
 
 
 @dataclass
@@ -81,24 +83,34 @@ class NeuronBackend:
     name = "neuron"
 
     def versions(self) -> dict[str, str | None]:
-        return {"torch": torch.__version__, "torch_neuronx": _version("torch-neuronx"), "neuronx_cc": _version("neuronx-cc")}
+        return {
+            "torch": torch.__version__,
+            "torch_neuronx": _version("torch-neuronx"),
+            "neuronx_cc": _version("neuronx-cc"),
+        }
 
     def compiler_version(self) -> str:
         return f"neuronx-cc-{_version('neuronx-cc')}"
 
-    def trace(self, module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], compiler_args: list[str],
-              workdir: Path) -> torch.jit.ScriptModule:
+    def trace(
+        self, module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], compiler_args: list[str], workdir: Path
+    ) -> torch.jit.ScriptModule:
         try:
-            return self.torch_neuronx.trace(module, example_inputs, compiler_args=compiler_args,
-                                            compiler_workdir=str(workdir))
+            return self.torch_neuronx.trace(
+                module, example_inputs, compiler_args=compiler_args, compiler_workdir=str(workdir)
+            )
         except Exception as exc:  # neuronx-cc failures surface as many types; the log is in workdir
-            raise BackendError(f"neuronx-cc failed: {first_line(exc)}",
-                               f"see the compiler log in {workdir}; a compile killed with -9 ran out of host memory "
-                               "(use a larger host or --optlevel 1)") from exc
+            raise BackendError(
+                f"neuronx-cc failed: {first_line(exc)}",
+                f"see the compiler log in {workdir}; a compile killed with -9 ran out of host memory "
+                "(use a larger host or --optlevel 1)",
+            ) from exc
 
 
-MODEL_INPUT_HINT = ("check the model takes the task's inputs (for token ids: set model.architecture.vocab_size so "
-                    "example ids stay in range)")
+MODEL_INPUT_HINT = (
+    "check the model takes the task's inputs (for token ids: set model.architecture.vocab_size so "
+    "example ids stay in range)"
+)
 
 
 def describe_inputs(inputs) -> str:
@@ -108,7 +120,11 @@ def describe_inputs(inputs) -> str:
 def first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     # TorchScript errors start with a generic banner; the cause is on the last line.
-    return (lines[-1] if lines and lines[0].startswith("The following operation failed") else lines[0]) if lines else type(exc).__name__
+    return (
+        (lines[-1] if lines and lines[0].startswith("The following operation failed") else lines[0])
+        if lines
+        else type(exc).__name__
+    )
 
 
 def select_backend(requested: str = "auto") -> CpuBackend | NeuronBackend:
@@ -121,7 +137,9 @@ def select_backend(requested: str = "auto") -> CpuBackend | NeuronBackend:
         torch_neuronx = importlib.import_module("torch_neuronx")
     except ImportError as exc:
         if requested == "neuron":
-            raise BackendError(f"backend neuron needs the Neuron SDK: torch_neuronx does not import ({exc})",
-                               "run on a Neuron DLAMI / DLC (SDK ≤ 2.31), or use --backend cpu") from None
+            raise BackendError(
+                f"backend neuron needs the Neuron SDK: torch_neuronx does not import ({exc})",
+                "run on a Neuron DLAMI / DLC (SDK ≤ 2.31), or use --backend cpu",
+            ) from None
         return CpuBackend()
     return NeuronBackend(torch_neuronx)

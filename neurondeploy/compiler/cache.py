@@ -68,8 +68,10 @@ def cache_key(parts: Mapping[str, Any]) -> str:
     try:
         canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise CacheError(f"cache key parts are not plain JSON data: {exc}",
-                         "pass str/int/float/bool/None, lists and dicts with string keys") from exc
+        raise CacheError(
+            f"cache key parts are not plain JSON data: {exc}",
+            "pass str/int/float/bool/None, lists and dicts with string keys",
+        ) from exc
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
@@ -101,8 +103,9 @@ class CacheResult:
 
 
 class CompileCache:
-    def __init__(self, root: Path | str | None = None, s3_uri: str | None = None, s3_client=None,
-                 lock_timeout_s: float = 3600) -> None:
+    def __init__(
+        self, root: Path | str | None = None, s3_uri: str | None = None, s3_client=None, lock_timeout_s: float = 3600
+    ) -> None:
         self.root = Path(root).expanduser() if root is not None else default_cache_dir()
         self.lock_timeout_s = lock_timeout_s
         self.s3_uri = s3_uri
@@ -154,8 +157,11 @@ class CompileCache:
     def _drop_corrupt(self, key: str, directory: Path, problem: str, *, locked: bool, deep: bool = False) -> None:
         if locked:
             self._discard(directory)
-            warnings.warn(f"cache entry {key[:12]} is corrupt ({problem}); removed, it will be rebuilt",
-                          CacheWarning, stacklevel=4)
+            warnings.warn(
+                f"cache entry {key[:12]} is corrupt ({problem}); removed, it will be rebuilt",
+                CacheWarning,
+                stacklevel=4,
+            )
             return
         lock = self._lock(key)
         try:
@@ -173,8 +179,9 @@ class CompileCache:
                 self._discard(directory)
         finally:
             lock.release()
-        warnings.warn(f"cache entry {key[:12]} is corrupt ({problem}); removed, it will be rebuilt",
-                      CacheWarning, stacklevel=4)
+        warnings.warn(
+            f"cache entry {key[:12]} is corrupt ({problem}); removed, it will be rebuilt", CacheWarning, stacklevel=4
+        )
 
     def get_or_build(self, key: str, build: Callable[[Path], Mapping[str, Any] | None]) -> CacheResult:
         """A verified entry of ``key``: local hit, else (under the key's lock) S3 hit, else ``build(tmpdir)``.
@@ -213,16 +220,26 @@ class CompileCache:
             if metadata is None:
                 metadata = {}
             if not isinstance(metadata, Mapping):
-                raise CacheError(f"the build of cache entry {key[:12]} returned {type(metadata).__name__}, "
-                                 "not a mapping of metadata", "return a dict (or None)")
+                raise CacheError(
+                    f"the build of cache entry {key[:12]} returned {type(metadata).__name__}, "
+                    "not a mapping of metadata",
+                    "return a dict (or None)",
+                )
             files = _scan_build_output(staging)
-            record = {"format": RECORD_FORMAT, "key": key, "created": time.time(), "metadata": dict(metadata),
-                      "files": files}
+            record = {
+                "format": RECORD_FORMAT,
+                "key": key,
+                "created": time.time(),
+                "metadata": dict(metadata),
+                "files": files,
+            }
             try:
                 raw = json.dumps(record, sort_keys=True, indent=1, allow_nan=False).encode()
             except (TypeError, ValueError) as exc:
-                raise CacheError(f"the build of cache entry {key[:12]} returned metadata that is not JSON: {exc}",
-                                 "return str/int/float/bool/None, lists and dicts") from exc
+                raise CacheError(
+                    f"the build of cache entry {key[:12]} returned metadata that is not JSON: {exc}",
+                    "return str/int/float/bool/None, lists and dicts",
+                ) from exc
             _write_durably(staging / RECORD_FILE, raw)  # the record last: before it, this is no entry
             _fsync_dir(staging)
             self._commit(key, staging, files)
@@ -265,15 +282,21 @@ class CompileCache:
             try:
                 record = self._s3.fetch(key, staging)
             except _Corrupt as problem:
-                warnings.warn(f"cache entry {key[:12]} in {self.s3_uri} is corrupt ({problem}); rebuilding it",
-                              CacheWarning, stacklevel=3)
+                warnings.warn(
+                    f"cache entry {key[:12]} in {self.s3_uri} is corrupt ({problem}); rebuilding it",
+                    CacheWarning,
+                    stacklevel=3,
+                )
                 self._s3.forget(key)
                 record = None
             except Exception as exc:  # S3 is an accelerator: never fail a compile on it
                 if not _is_aws_error(exc):
                     raise
-                warnings.warn(f"cache entry {key[:12]}: cannot read {self.s3_uri} ({exc}); building locally",
-                              CacheWarning, stacklevel=3)
+                warnings.warn(
+                    f"cache entry {key[:12]}: cannot read {self.s3_uri} ({exc}); building locally",
+                    CacheWarning,
+                    stacklevel=3,
+                )
                 record = None
             if record is None:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -293,8 +316,11 @@ class CompileCache:
         except Exception as exc:
             if not _is_aws_error(exc):
                 raise
-            warnings.warn(f"cache entry {entry.key[:12]} built but not shared: cannot write {self.s3_uri} ({exc})",
-                          CacheWarning, stacklevel=3)
+            warnings.warn(
+                f"cache entry {entry.key[:12]} built but not shared: cannot write {self.s3_uri} ({exc})",
+                CacheWarning,
+                stacklevel=3,
+            )
 
     # ---------------------------------------------------------------- management
     def verify(self) -> tuple[list[str], list[str]]:
@@ -330,8 +356,10 @@ class CompileCache:
         if not _HEX_RE.match(prefix) or len(prefix) > 64:
             raise CacheError(f"{key_or_prefix!r} is not a cache key or key prefix", "keys are hex, see `cache ls`")
         if len(prefix) < MIN_PREFIX_LEN:
-            raise CacheError(f"key prefix {key_or_prefix!r} is too short to remove by",
-                             f"give at least {MIN_PREFIX_LEN} hex characters of the key (see `cache ls`)")
+            raise CacheError(
+                f"key prefix {key_or_prefix!r} is too short to remove by",
+                f"give at least {MIN_PREFIX_LEN} hex characters of the key (see `cache ls`)",
+            )
         removed = {key for key, directory in self._entry_dirs() if key.startswith(prefix) and self._discard(directory)}
         if remote and self._s3 is not None:
             removed |= set(self._s3.remove_prefix(prefix))
@@ -435,9 +463,15 @@ def _entry(key: str, directory: Path, record: Mapping[str, Any]) -> CacheEntry:
     except OSError:
         last_used = float(record["created"])
     files = record["files"]
-    return CacheEntry(key=key, path=directory, created=float(record["created"]),
-                      size_bytes=sum(info["size"] for info in files.values()), metadata=dict(record["metadata"]),
-                      last_used=last_used, files={rel: info["sha256"] for rel, info in files.items()})
+    return CacheEntry(
+        key=key,
+        path=directory,
+        created=float(record["created"]),
+        size_bytes=sum(info["size"] for info in files.values()),
+        metadata=dict(record["metadata"]),
+        last_used=last_used,
+        files={rel: info["sha256"] for rel, info in files.items()},
+    )
 
 
 def _parse_record(raw: bytes, key: str) -> dict:
@@ -455,16 +489,26 @@ def _parse_record(raw: bytes, key: str) -> dict:
         raise _Corrupt(f"{RECORD_FILE} lacks files, metadata or created")
     for rel, info in files.items():
         _check_relative(rel)
-        if (not isinstance(info, dict) or not isinstance(info.get("sha256"), str) or not _SHA_RE.match(info["sha256"])
-                or not isinstance(info.get("size"), int) or info["size"] < 0):
+        if (
+            not isinstance(info, dict)
+            or not isinstance(info.get("sha256"), str)
+            or not _SHA_RE.match(info["sha256"])
+            or not isinstance(info.get("size"), int)
+            or info["size"] < 0
+        ):
             raise _Corrupt(f"{RECORD_FILE} has a bad record for {rel}")
     return record
 
 
 def _check_relative(rel: str) -> None:
     path = PurePosixPath(rel)
-    if (not rel or path.is_absolute() or "\\" in rel or any(part in ("", ".", "..") for part in rel.split("/"))
-            or rel == RECORD_FILE):
+    if (
+        not rel
+        or path.is_absolute()
+        or "\\" in rel
+        or any(part in ("", ".", "..") for part in rel.split("/"))
+        or rel == RECORD_FILE
+    ):
         raise _Corrupt(f"{RECORD_FILE} names an unsafe path {rel!r}")
 
 
@@ -512,14 +556,18 @@ def _scan_build_output(staging: Path) -> dict[str, dict[str, Any]]:
             path = base / name
             rel = path.relative_to(staging).as_posix()
             if path.is_symlink():
-                raise CacheError(f"the build wrote a symbolic link {rel}; cache entries hold regular files only",
-                                 "copy the file into the build directory instead of linking it")
+                raise CacheError(
+                    f"the build wrote a symbolic link {rel}; cache entries hold regular files only",
+                    "copy the file into the build directory instead of linking it",
+                )
             if name in filenames:
                 if not path.is_file():
                     raise CacheError(f"the build wrote {rel}, which is not a regular file")
                 if rel == RECORD_FILE:
-                    raise CacheError(f"the build wrote {RECORD_FILE}, a name the cache reserves for its record",
-                                     "name the file differently")
+                    raise CacheError(
+                        f"the build wrote {RECORD_FILE}, a name the cache reserves for its record",
+                        "name the file differently",
+                    )
                 digest, size = _hash_file(path, fsync=True)
                 files[rel] = {"sha256": digest, "size": size}
     return files
@@ -585,7 +633,9 @@ class _S3Store:
     def fetch(self, key: str, staging: Path) -> dict | None:
         """Download and verify entry ``key`` into ``staging``; None if S3 has no record. Raises _Corrupt."""
         try:
-            response = self.transport.call("s3", "GetObject", {"Bucket": self.bucket, "Key": self.object_key(key, RECORD_FILE)})
+            response = self.transport.call(
+                "s3", "GetObject", {"Bucket": self.bucket, "Key": self.object_key(key, RECORD_FILE)}
+            )
         except AwsCallError as exc:
             if is_s3_missing_object(exc):
                 return None
@@ -596,7 +646,9 @@ class _S3Store:
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
-                response = self.transport.call("s3", "GetObject", {"Bucket": self.bucket, "Key": self.object_key(key, rel)})
+                response = self.transport.call(
+                    "s3", "GetObject", {"Bucket": self.bucket, "Key": self.object_key(key, rel)}
+                )
             except AwsCallError as exc:
                 if is_s3_missing_object(exc):
                     raise _Corrupt(f"{rel} is missing") from None
@@ -621,8 +673,16 @@ class _S3Store:
         upload = Transfer(self.transport)  # multipart above 8 MiB, so artifacts over 5 GiB work too
         for rel in sorted(record["files"]):
             upload.call("s3", "PutObject", {"Bucket": self.bucket, "Key": self.object_key(key, rel)}, directory / rel)
-        self.transport.call("s3", "PutObject", {"Bucket": self.bucket, "Key": self.object_key(key, RECORD_FILE),
-                                                "Body": record_raw, "ContentType": "application/json"})
+        self.transport.call(
+            "s3",
+            "PutObject",
+            {
+                "Bucket": self.bucket,
+                "Key": self.object_key(key, RECORD_FILE),
+                "Body": record_raw,
+                "ContentType": "application/json",
+            },
+        )
 
     def forget(self, key: str) -> None:
         """Delete a corrupt entry's record (best effort), so others stop downloading it before our rebuild lands."""
@@ -636,9 +696,11 @@ class _S3Store:
         """Delete every object of the entries whose key starts with ``key_prefix``; records first."""
         listing_prefix = self.object_key(key_prefix)
         objects: dict[str, list[str]] = {}
-        for page in Paged(self.transport).call("s3", "ListObjectsV2", {"Bucket": self.bucket, "Prefix": listing_prefix}):
+        for page in Paged(self.transport).call(
+            "s3", "ListObjectsV2", {"Bucket": self.bucket, "Prefix": listing_prefix}
+        ):
             for item in page.get("Contents", []):
-                rest = item["Key"][len(self.prefix) + 1:] if self.prefix else item["Key"]
+                rest = item["Key"][len(self.prefix) + 1 :] if self.prefix else item["Key"]
                 key = rest.split("/", 1)[0]
                 if _KEY_RE.match(key):
                     objects.setdefault(key, []).append(item["Key"])
@@ -648,6 +710,12 @@ class _S3Store:
                 self.transport.call("s3", "DeleteObject", {"Bucket": self.bucket, "Key": record})
             rest = [name for name in names if name != record]
             for start in range(0, len(rest), 1000):
-                self.transport.call("s3", "DeleteObjects", {"Bucket": self.bucket, "Delete": {
-                    "Objects": [{"Key": name} for name in rest[start:start + 1000]], "Quiet": True}})
+                self.transport.call(
+                    "s3",
+                    "DeleteObjects",
+                    {
+                        "Bucket": self.bucket,
+                        "Delete": {"Objects": [{"Key": name} for name in rest[start : start + 1000]], "Quiet": True},
+                    },
+                )
         return sorted(objects)

@@ -11,19 +11,28 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 import torch
 
 from neurondeploy import catalog
 from neurondeploy.compiler.artifact import (
-    PREPROCESSOR_DIR, Bucket, Manifest, NumericalCheck, TensorSpec, write_manifest,
+    PREPROCESSOR_DIR,
+    Bucket,
+    Manifest,
+    NumericalCheck,
+    TensorSpec,
+    write_manifest,
 )
 from neurondeploy.compiler.backends import (
-    MODEL_INPUT_HINT, describe_inputs, first_line, neuron_compiler_args, select_backend,
+    MODEL_INPUT_HINT,
+    describe_inputs,
+    first_line,
+    neuron_compiler_args,
+    select_backend,
 )
 from neurondeploy.compiler.cache import CompileCache, cache_key
 from neurondeploy.compiler.models import PREPROCESSOR_FILES, DigestMemo, LoadedModel, load_model
@@ -65,34 +74,45 @@ class CompileResult:
     seconds: float
 
     def as_dict(self) -> dict:
-        return {"artifact": str(self.artifact_dir), "backend": self.backend, "target": self.manifest.target,
-                "seconds": round(self.seconds, 3), "buckets": [asdict(bucket) for bucket in self.buckets]}
+        return {
+            "artifact": str(self.artifact_dir),
+            "backend": self.backend,
+            "target": self.manifest.target,
+            "seconds": round(self.seconds, 3),
+            "buckets": [asdict(bucket) for bucket in self.buckets],
+        }
 
 
 def _tensor_specs(names, tensors) -> list[TensorSpec]:
-    return [TensorSpec(name=name, shape=list(tensor.shape), dtype=str(tensor.dtype)) for name, tensor in zip(names, tensors)]
+    return [
+        TensorSpec(name=name, shape=list(tensor.shape), dtype=str(tensor.dtype)) for name, tensor in zip(names, tensors)
+    ]
 
 
 def _as_tuple(output) -> tuple[torch.Tensor, ...]:
     return output if isinstance(output, tuple) else (output,)
 
 
-def numerical_check(compiled, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
-                    tolerance: float) -> tuple[NumericalCheck, tuple[torch.Tensor, ...]]:
+def numerical_check(
+    compiled, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], tolerance: float
+) -> tuple[NumericalCheck, tuple[torch.Tensor, ...]]:
     """Compiled vs eager on the same inputs; also returns the compiled outputs (their shapes go in the manifest)."""
     try:
         with torch.no_grad():
             expected = _as_tuple(module(*inputs))
             actual = _as_tuple(compiled(*inputs))
     except Exception as exc:  # the model's own error on inputs of the bucket's shape
-        raise CompileError(f"running the model failed on inputs {describe_inputs(inputs)}: {first_line(exc)}",
-                           MODEL_INPUT_HINT) from exc
+        raise CompileError(
+            f"running the model failed on inputs {describe_inputs(inputs)}: {first_line(exc)}", MODEL_INPUT_HINT
+        ) from exc
     max_abs = max_rel = 0.0
     for want, got in zip(expected, actual):
         diff = (got.float() - want.float()).abs()
         max_abs = max(max_abs, float(diff.max()))
         max_rel = max(max_rel, float((diff / want.float().abs().clamp(min=1e-6)).max()))
-    return NumericalCheck(max_abs_diff=max_abs, max_rel_diff=max_rel, tolerance=tolerance, passed=max_abs <= tolerance), actual
+    return NumericalCheck(
+        max_abs_diff=max_abs, max_rel_diff=max_rel, tolerance=tolerance, passed=max_abs <= tolerance
+    ), actual
 
 
 def _bucket_dims(spec: InferenceSpec, batch: int, length: int) -> dict:
@@ -106,7 +126,9 @@ def _cast(tensors: tuple[torch.Tensor, ...], dtype: torch.dtype) -> tuple[torch.
     return tuple(t.to(dtype) if t.is_floating_point() else t for t in tensors)
 
 
-def _build_bucket(backend, model: LoadedModel, dtype, inputs, check_inputs, compiler_args, tolerance) -> Callable[[Path], dict]:
+def _build_bucket(
+    backend, model: LoadedModel, dtype, inputs, check_inputs, compiler_args, tolerance
+) -> Callable[[Path], dict]:
     def build(directory: Path) -> dict:
         workdir = directory / "workdir"
         workdir.mkdir()
@@ -123,10 +145,18 @@ def _build_bucket(backend, model: LoadedModel, dtype, inputs, check_inputs, comp
             raise NumericalCheckFailed(
                 f"bucket batch {inputs[0].shape[0]} × {inputs[0].shape[1]}: compiled output differs from eager PyTorch by "
                 f"{check.max_abs_diff:.3g} (tolerance {tolerance:g})",
-                "try compile.auto_cast: none, or raise compile.numerical_tolerance if the difference is acceptable")
+                "try compile.auto_cast: none, or raise compile.numerical_tolerance if the difference is acceptable",
+            )
         shutil.rmtree(workdir)
-        return {"outputs": [spec.model_dump() for spec in _tensor_specs([f"output_{i}" for i in range(len(outputs))], outputs)],
-                "check": check.model_dump(), "trace_s": trace_s, "check_s": check_s}
+        return {
+            "outputs": [
+                spec.model_dump() for spec in _tensor_specs([f"output_{i}" for i in range(len(outputs))], outputs)
+            ],
+            "check": check.model_dump(),
+            "trace_s": trace_s,
+            "check_s": check_s,
+        }
+
     return build
 
 
@@ -156,21 +186,33 @@ def _assemble(out_dir: Path, files: dict[str, Path], preprocessor: Path | None, 
         staging.rename(out_dir)
 
 
-def compile_spec(loaded: LoadedSpec, *, backend: str = "auto", cache: CompileCache | None = None,
-                 out_dir: Path | None = None, on_bucket: Callable[[BucketResult], None] | None = None) -> CompileResult:
+def compile_spec(
+    loaded: LoadedSpec,
+    *,
+    backend: str = "auto",
+    cache: CompileCache | None = None,
+    out_dir: Path | None = None,
+    on_bucket: Callable[[BucketResult], None] | None = None,
+) -> CompileResult:
     spec = loaded.spec
     if not isinstance(spec, InferenceSpec):
-        raise CompileError(f"{loaded.source.file} is a training spec; compile takes inference specs",
-                           "use `neurondeploy train` for training")
+        raise CompileError(
+            f"{loaded.source.file} is a training spec; compile takes inference specs",
+            "use `neurondeploy train` for training",
+        )
     if spec.deployment.container.kind != "neurondeploy":
-        raise CompileError(f"container {spec.deployment.container.kind} compiles the model itself on the instance",
-                           "compile applies to container kind neurondeploy")
+        raise CompileError(
+            f"container {spec.deployment.container.kind} compiles the model itself on the instance",
+            "compile applies to container kind neurondeploy",
+        )
     findings = errors_of(run_checks(loaded))  # the fit check among them: refuse before tracing anything
     if findings:
         raise PlanRefused(findings)
     if spec.model.dtype not in TORCH_DTYPES:
-        raise CompileError(f"model.dtype {spec.model.dtype} cannot be traced from PyTorch weights",
-                           "use float32, bfloat16 or float16 (fp8 is for the LLM containers' own loaders)")
+        raise CompileError(
+            f"model.dtype {spec.model.dtype} cannot be traced from PyTorch weights",
+            "use float32, bfloat16 or float16 (fp8 is for the LLM containers' own loaders)",
+        )
     dtype = TORCH_DTYPES[spec.model.dtype]
     started = time.perf_counter()
     chosen = select_backend(backend)
@@ -185,37 +227,81 @@ def compile_spec(loaded: LoadedSpec, *, backend: str = "auto", cache: CompileCac
     width = spec.compile.image_size[1] if spec.compile.image_size else None
     for batch, length in spec.compile.buckets:
         bucket_start = time.perf_counter()
-        inputs = _cast(model.example_inputs(batch, length, width, generator=torch.Generator().manual_seed(batch * 100003 + length)), dtype)
-        check_inputs = _cast(model.example_inputs(batch, length, width, generator=torch.Generator().manual_seed(CHECK_SEED)), dtype)
+        inputs = _cast(
+            model.example_inputs(
+                batch, length, width, generator=torch.Generator().manual_seed(batch * 100003 + length)
+            ),
+            dtype,
+        )
+        check_inputs = _cast(
+            model.example_inputs(batch, length, width, generator=torch.Generator().manual_seed(CHECK_SEED)), dtype
+        )
         input_specs = _tensor_specs(model.input_names, inputs)
-        key = cache_key({
-            "model_digest": model.digest, "task": spec.task, "options": model.options,
-            "bucket": [spec_.model_dump() for spec_ in input_specs], "compiler_args": compiler_args,
-            "backend": chosen.name, "target": target, "compiler_version": chosen.compiler_version(), "dtype": spec.model.dtype,
-            "tolerance": spec.compile.numerical_tolerance,
-        })
-        outcome = cache.get_or_build(key, _build_bucket(chosen, model, dtype, inputs, check_inputs, compiler_args,
-                                                        spec.compile.numerical_tolerance))
+        key = cache_key(
+            {
+                "model_digest": model.digest,
+                "task": spec.task,
+                "options": model.options,
+                "bucket": [spec_.model_dump() for spec_ in input_specs],
+                "compiler_args": compiler_args,
+                "backend": chosen.name,
+                "target": target,
+                "compiler_version": chosen.compiler_version(),
+                "dtype": spec.model.dtype,
+                "tolerance": spec.compile.numerical_tolerance,
+            }
+        )
+        outcome = cache.get_or_build(
+            key,
+            _build_bucket(chosen, model, dtype, inputs, check_inputs, compiler_args, spec.compile.numerical_tolerance),
+        )
         metadata = outcome.entry.metadata
         relative = f"buckets/b{batch}_{'x'.join(map(str, spec.compile.image_size)) if width else f's{length}'}.pt"
         files[relative] = outcome.entry.path / MODULE_FILE
-        buckets.append(Bucket(**_bucket_dims(spec, batch, length), file=relative,
-                              sha256=outcome.entry.files[MODULE_FILE],
-                              cache_key=key, inputs=input_specs, outputs=[TensorSpec(**o) for o in metadata["outputs"]],
-                              check=NumericalCheck(**metadata["check"]),
-                              compile_s=0.0 if outcome.hit else metadata["trace_s"], cache_hit=outcome.hit))
-        result = BucketResult(batch, length, outcome.hit, outcome.source, metadata["trace_s"], metadata["check_s"],
-                              time.perf_counter() - bucket_start)
+        buckets.append(
+            Bucket(
+                **_bucket_dims(spec, batch, length),
+                file=relative,
+                sha256=outcome.entry.files[MODULE_FILE],
+                cache_key=key,
+                inputs=input_specs,
+                outputs=[TensorSpec(**o) for o in metadata["outputs"]],
+                check=NumericalCheck(**metadata["check"]),
+                compile_s=0.0 if outcome.hit else metadata["trace_s"],
+                cache_hit=outcome.hit,
+            )
+        )
+        result = BucketResult(
+            batch,
+            length,
+            outcome.hit,
+            outcome.source,
+            metadata["trace_s"],
+            metadata["check_s"],
+            time.perf_counter() - bucket_start,
+        )
         results.append(result)
         if on_bucket:
             on_bucket(result)
     lengths = [bucket.sequence_length for bucket in buckets if bucket.sequence_length]
     manifest = Manifest(
-        name=spec.name, task=spec.task, model_digest=model.digest, model_source=spec.model.source_kind, backend=chosen.name,
-        target=target, compiler_args=compiler_args, versions=versions, input_names=list(model.input_names), buckets=buckets,
-        preprocessor=PREPROCESSOR_DIR if model.preprocessor_dir else None, labels=model.labels, options=model.options,
-        max_sequence_length=max(lengths) if lengths else None, compile_s=round(time.perf_counter() - started, 3),
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        name=spec.name,
+        task=spec.task,
+        model_digest=model.digest,
+        model_source=spec.model.source_kind,
+        backend=chosen.name,
+        target=target,
+        compiler_args=compiler_args,
+        versions=versions,
+        input_names=list(model.input_names),
+        buckets=buckets,
+        preprocessor=PREPROCESSOR_DIR if model.preprocessor_dir else None,
+        labels=model.labels,
+        options=model.options,
+        max_sequence_length=max(lengths) if lengths else None,
+        compile_s=round(time.perf_counter() - started, 3),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
     artifact_dir = Path(out_dir) if out_dir else Path("artifacts") / spec.name
     _assemble(artifact_dir, files, model.preprocessor_dir, manifest)
     return CompileResult(artifact_dir, manifest, chosen.name, results, time.perf_counter() - started)

@@ -68,7 +68,8 @@ class FileLock:
                     + (f" (held by {holder})" if holder else ""),
                     "another process is building the same cache entry; wait for it to finish or raise the lock "
                     "timeout. The OS frees the lock when its holder exits, so a lock that never frees means that "
-                    "process is still running")
+                    "process is still running",
+                )
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, _POLL_MAX_S)
 

@@ -15,9 +15,9 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -27,8 +27,17 @@ from neurondeploy.specs.inference import InferenceSpec
 TEXT_INPUTS = ("input_ids", "attention_mask")
 IMAGE_INPUTS = ("pixel_values",)
 # Files the server needs to turn requests into tensors; copied into the artifact beside the modules.
-PREPROCESSOR_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json", "merges.txt",
-                      "vocab.json", "spiece.model", "sentencepiece.bpe.model", "preprocessor_config.json")
+PREPROCESSOR_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "special_tokens_map.json",
+    "merges.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "preprocessor_config.json",
+)
 HASH_CHUNK = 1 << 20
 
 
@@ -79,8 +88,9 @@ class LoadedModel:
     def module(self) -> torch.nn.Module:
         return self.build_module().eval()
 
-    def example_inputs(self, batch: int, length: int, width: int | None = None,
-                       generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
+    def example_inputs(
+        self, batch: int, length: int, width: int | None = None, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, ...]:
         """Inputs of one bucket's shape (images: length × width pixels). Text: random tokens with random real
         lengths, so padding is exercised; images: random pixels. Deterministic for a given generator."""
         if self.input_names == IMAGE_INPUTS:
@@ -162,25 +172,38 @@ def _task_inputs(task: str) -> tuple[str, ...]:
 
 def load_hf_directory(directory: Path, task: str, memo: DigestMemo | None = None) -> LoadedModel:
     if not (directory / "config.json").is_file():
-        raise ModelLoadError(f"{directory}: no config.json, so not a Hugging Face model directory",
-                             "point model.path at the folder with config.json and the weights")
+        raise ModelLoadError(
+            f"{directory}: no config.json, so not a Hugging Face model directory",
+            "point model.path at the folder with config.json and the weights",
+        )
     weights = [p for p in directory.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file()]
     if not weights:
         raise ModelLoadError(f"{directory}: no *.safetensors or *.bin weights", "save the model with save_pretrained()")
     if task not in ("feature-extraction", "text-classification"):
-        raise ModelLoadError(f"task {task} from a Hugging Face directory is not supported by the compiler",
-                             "use feature-extraction or text-classification, or a factory for other models")
+        raise ModelLoadError(
+            f"task {task} from a Hugging Face directory is not supported by the compiler",
+            "use feature-extraction or text-classification, or a factory for other models",
+        )
     try:
         config = json.loads((directory / "config.json").read_text())
     except ValueError as exc:
-        raise ModelLoadError(f"{directory / 'config.json'}: not JSON ({exc})", "restore the model's config.json") from None
+        raise ModelLoadError(
+            f"{directory / 'config.json'}: not JSON ({exc})", "restore the model's config.json"
+        ) from None
     normalize = task == "feature-extraction" and _ends_in_normalize(directory)
     options = {"pooling": "mean", "normalize": normalize} if task == "feature-extraction" else {}
     labels = {int(k): v for k, v in (config.get("id2label") or {}).items()} if task == "text-classification" else {}
     has_preprocessor = any((directory / name).is_file() for name in PREPROCESSOR_FILES)
-    return LoadedModel(functools.partial(_hf_module, directory, task, normalize), task, TEXT_INPUTS,
-                       _hash_files([directory / "config.json", *weights], directory, memo), vocab_size=config.get("vocab_size"),
-                       preprocessor_dir=directory if has_preprocessor else None, labels=labels, options=options)
+    return LoadedModel(
+        functools.partial(_hf_module, directory, task, normalize),
+        task,
+        TEXT_INPUTS,
+        _hash_files([directory / "config.json", *weights], directory, memo),
+        vocab_size=config.get("vocab_size"),
+        preprocessor_dir=directory if has_preprocessor else None,
+        labels=labels,
+        options=options,
+    )
 
 
 def _hf_module(directory: Path, task: str, normalize: bool) -> torch.nn.Module:
@@ -211,15 +234,19 @@ def _ends_in_normalize(directory: Path) -> bool:
 
 
 def load_torchscript(path: Path, task: str, memo: DigestMemo | None = None) -> LoadedModel:
-    return LoadedModel(functools.partial(_torchscript_module, path), task, _task_inputs(task), _hash_files([path], path.parent, memo))
+    return LoadedModel(
+        functools.partial(_torchscript_module, path), task, _task_inputs(task), _hash_files([path], path.parent, memo)
+    )
 
 
 def _torchscript_module(path: Path) -> torch.nn.Module:
     try:
         return torch.jit.load(str(path), map_location="cpu")
     except (RuntimeError, ValueError) as exc:
-        raise ModelLoadError(f"{path}: not a TorchScript file ({str(exc).splitlines()[0]})",
-                             "save it with torch.jit.save(torch.jit.trace(model, inputs), path)") from None
+        raise ModelLoadError(
+            f"{path}: not a TorchScript file ({str(exc).splitlines()[0]})",
+            "save it with torch.jit.save(torch.jit.trace(model, inputs), path)",
+        ) from None
 
 
 def load_factory(reference: str, task: str) -> LoadedModel:
@@ -227,12 +254,16 @@ def load_factory(reference: str, task: str) -> LoadedModel:
     try:
         factory = getattr(importlib.import_module(module_name), function_name)
     except (ImportError, AttributeError) as exc:
-        raise ModelLoadError(f"model.factory {reference}: cannot import it ({exc})",
-                             "make the module importable (PYTHONPATH) and check the function name") from None
+        raise ModelLoadError(
+            f"model.factory {reference}: cannot import it ({exc})",
+            "make the module importable (PYTHONPATH) and check the function name",
+        ) from None
     module = factory()
     if not isinstance(module, torch.nn.Module):
-        raise ModelLoadError(f"model.factory {reference} returned {type(module).__name__}, not a torch.nn.Module",
-                             "return the model instance from the factory")
+        raise ModelLoadError(
+            f"model.factory {reference} returned {type(module).__name__}, not a torch.nn.Module",
+            "return the model instance from the factory",
+        )
     vocab = getattr(module, "vocab_size", None)
     return LoadedModel(lambda: module, task, _task_inputs(task), _module_digest(module, reference), vocab_size=vocab)
 
@@ -245,12 +276,20 @@ def load_model(spec: InferenceSpec, base_dir: Path, memo: DigestMemo | None = No
             loaded.vocab_size = model.architecture.vocab_size
         return loaded
     if model.hf_model_id:
-        raise ModelLoadError("model.hf_model_id is loaded by the Hugging Face container on the instance, not compiled here",
-                             "give model.path to compile with neurondeploy")
+        raise ModelLoadError(
+            "model.hf_model_id is loaded by the Hugging Face container on the instance, not compiled here",
+            "give model.path to compile with neurondeploy",
+        )
     path = model.resolved_path(base_dir)
     if not path.exists():
-        raise ModelLoadError(f"model.path {path} does not exist", "check the path (relative paths are relative to the spec file)")
-    loaded = load_torchscript(path, spec.task, memo) if model.source_kind == "torchscript" else load_hf_directory(path, spec.task, memo)
+        raise ModelLoadError(
+            f"model.path {path} does not exist", "check the path (relative paths are relative to the spec file)"
+        )
+    loaded = (
+        load_torchscript(path, spec.task, memo)
+        if model.source_kind == "torchscript"
+        else load_hf_directory(path, spec.task, memo)
+    )
     if model.architecture:  # the spec's numbers win: a TorchScript file carries no config
         loaded.vocab_size = model.architecture.vocab_size
     return loaded

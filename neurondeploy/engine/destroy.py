@@ -20,7 +20,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from neurondeploy.errors import NeurondeployError
+from neurondeploy.aws.errors import is_retryable
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.state import DeploymentLocked, DeploymentState, StateStore
 from neurondeploy.engine.sweep import (
@@ -30,14 +31,13 @@ from neurondeploy.engine.sweep import (
     delete_leftover,
     find_leftovers,
     find_owned_records,
-    zone_id,
     list_hosted_zones,
     record_exists,
     release_security_groups,
     sort_leftovers,
+    zone_id,
 )
-from neurondeploy.aws.errors import is_retryable
-from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.errors import NeurondeployError
 
 __all__ = ["DELETE_ORDER", "DestroyReport", "delete_orphans", "destroy", "recorded_hosted_zones"]
 # Owned by another recorded resource (the Auto Scaling group's instances and target registrations): not orphans.
@@ -77,9 +77,18 @@ def recorded_hosted_zones(deployment: DeploymentState | None) -> list[str]:
     return list(dict.fromkeys(z.rsplit("/", 1)[-1] for z in zones))
 
 
-def destroy(name: str, executor: Executor, transport: AwsTransport, state: StateStore, *,
-            hosted_zone_ids: Iterable[str] = (), retry_s: float = 2.0, retry_timeout_s: float = 600.0,
-            poll_s: float = 5.0, on_event: Callable[[str], None] | None = None) -> DestroyReport:
+def destroy(
+    name: str,
+    executor: Executor,
+    transport: AwsTransport,
+    state: StateStore,
+    *,
+    hosted_zone_ids: Iterable[str] = (),
+    retry_s: float = 2.0,
+    retry_timeout_s: float = 600.0,
+    poll_s: float = 5.0,
+    on_event: Callable[[str], None] | None = None,
+) -> DestroyReport:
     """Delete everything of deployment ``name`` (see the module doc). Never raises for a resource that will
     not go: it is in ``remaining`` (and ``errors``), and state keeps the deployment so destroy can run again.
     Raises :class:`DeploymentLocked` when an apply of it is running. ``hosted_zone_ids`` adds zones to search
@@ -145,7 +154,9 @@ def recorded_identifiers(deployment: DeploymentState) -> set[str]:
             walk(request.get("params", {}))
             if request.get("operation") == "RegisterScalableTarget":  # the sweep names targets by these three
                 params = request["params"]
-                found.add("|".join((params["ServiceNamespace"], params["ScalableDimension"], params["ResourceId"])).lower())
+                found.add(
+                    "|".join((params["ServiceNamespace"], params["ScalableDimension"], params["ResourceId"])).lower()
+                )
             if request.get("operation") == "ChangeResourceRecordSets":
                 zone = request["params"]["HostedZoneId"].rsplit("/", 1)[-1]
                 for change in request["params"]["ChangeBatch"]["Changes"]:
@@ -154,9 +165,16 @@ def recorded_identifiers(deployment: DeploymentState) -> set[str]:
     return found
 
 
-def delete_orphans(transport: AwsTransport, deployment: DeploymentState, *, hosted_zone_ids: Iterable[str] = (),
-                   on_event: Callable[[str], None] | None = None, retry_s: float = 2.0, retry_timeout_s: float = 600.0,
-                   poll_s: float = 5.0) -> list[Leftover]:
+def delete_orphans(
+    transport: AwsTransport,
+    deployment: DeploymentState,
+    *,
+    hosted_zone_ids: Iterable[str] = (),
+    on_event: Callable[[str], None] | None = None,
+    retry_s: float = 2.0,
+    retry_timeout_s: float = 600.0,
+    poll_s: float = 5.0,
+) -> list[Leftover]:
     """Delete what carries this deployment's tag (or ownership record) but is not in its state: what an interrupted
     apply created without learning of it (AWS did it, the answer never came: a timeout, a killed process). Left
     alone, the next apply would make a second one (or fail on a name already taken). Call it under the
@@ -164,27 +182,42 @@ def delete_orphans(transport: AwsTransport, deployment: DeploymentState, *, host
     say = on_event or (lambda message: None)
     known = recorded_identifiers(deployment)
     zones = list(dict.fromkeys([*(zone_id(z) for z in hosted_zone_ids), *recorded_hosted_zones(deployment)]))
-    orphans = [l for l in find_leftovers(transport, deployment.name, hosted_zone_ids=zones)
-               if l.type not in NEVER_ORPHANS and l.id.lower() not in known]
+    orphans = [
+        item
+        for item in find_leftovers(transport, deployment.name, hosted_zone_ids=zones)
+        if item.type not in NEVER_ORPHANS and item.id.lower() not in known
+    ]
     for orphan in orphans:
-        say(f"found {orphan.type} {orphan.id} tagged for {deployment.name} but not in state (an interrupted apply made it)")
+        say(
+            f"found {orphan.type} {orphan.id} tagged for {deployment.name} but not in state (an interrupted apply made it)"
+        )
     errors: list[str] = []
     swept = _sweep(transport, orphans, errors, say, retry_s=retry_s, retry_timeout_s=retry_timeout_s, poll_s=poll_s)
     if errors:
-        raise NeurondeployError(f"could not delete what an interrupted apply left: {errors[0]}",
-                                "delete it by hand, or run `neurondeploy destroy` and apply again")
+        raise NeurondeployError(
+            f"could not delete what an interrupted apply left: {errors[0]}",
+            "delete it by hand, or run `neurondeploy destroy` and apply again",
+        )
     return swept
 
 
-def _sweep(transport: AwsTransport, leftovers: list[Leftover], errors: list[str], say: Callable[[str], None], *,
-           retry_s: float, retry_timeout_s: float, poll_s: float) -> list[Leftover]:
+def _sweep(
+    transport: AwsTransport,
+    leftovers: list[Leftover],
+    errors: list[str],
+    say: Callable[[str], None],
+    *,
+    retry_s: float,
+    retry_timeout_s: float,
+    poll_s: float,
+) -> list[Leftover]:
     swept: list[Leftover] = []
     groups_released = False
     for leftover in sort_leftovers(leftovers):
         if leftover.type == UNCHECKED:
             continue  # nothing to delete; the verification pass reports it again
         if leftover.type == "ec2:security-group" and not groups_released:
-            groups = [l.id for l in leftovers if l.type == "ec2:security-group"]
+            groups = [item.id for item in leftovers if item.type == "ec2:security-group"]
             try:
                 release_security_groups(transport, groups)
             except AwsCallError as exc:
@@ -192,8 +225,11 @@ def _sweep(transport: AwsTransport, leftovers: list[Leftover], errors: list[str]
             groups_released = True
         say(f"deleting leftover {leftover.type} {leftover.id}")
         try:
-            deleted = _with_retry(lambda l=leftover: delete_leftover(transport, l, poll_s=poll_s, wait_s=retry_timeout_s),
-                                  retry_s, retry_timeout_s)
+            deleted = _with_retry(
+                lambda item=leftover: delete_leftover(transport, item, poll_s=poll_s, wait_s=retry_timeout_s),
+                retry_s,
+                retry_timeout_s,
+            )
         except NeurondeployError as exc:
             errors.append(f"{leftover.type} {leftover.id}: {exc.message}")
             continue
@@ -203,7 +239,7 @@ def _sweep(transport: AwsTransport, leftovers: list[Leftover], errors: list[str]
 
 
 def _merge(*groups: list[Leftover]) -> list[Leftover]:
-    unique = {(l.type, l.id): l for group in reversed(groups) for l in group}
+    unique = {(item.type, item.id): item for group in reversed(groups) for item in group}
     return sort_leftovers(unique.values())
 
 

@@ -22,15 +22,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from neurondeploy.resources.refs import resolve
-from neurondeploy.resources.kinds import Describe, Expected
-from neurondeploy.resources.registry import registry
-from neurondeploy.resources.naming import DEPLOYMENT_TAG
-from neurondeploy.resources.model import Resource
-from neurondeploy.engine.state import ResourceState, StateStore
-from neurondeploy.engine.sweep import AwsCaller
 from neurondeploy.aws.errors import is_gone
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.engine.state import ResourceState, StateStore
+from neurondeploy.engine.sweep import AwsCaller
+from neurondeploy.resources.kinds import Describe, Expected
+from neurondeploy.resources.model import Resource
+from neurondeploy.resources.naming import DEPLOYMENT_TAG
+from neurondeploy.resources.refs import resolve
+from neurondeploy.resources.registry import registry
 
 __all__ = ["CHECKS", "DriftItem", "drift"]
 
@@ -51,8 +51,9 @@ class DriftItem:
 # --- running --------------------------------------------------------------------------------------------------
 
 
-def drift(name: str, transport: AwsTransport, state: StateStore, *,
-          resources: Iterable[Resource] | None = None) -> list[DriftItem]:
+def drift(
+    name: str, transport: AwsTransport, state: StateStore, *, resources: Iterable[Resource] | None = None
+) -> list[DriftItem]:
     """Compare every recorded, complete resource of deployment ``name`` with what exists (module doc)."""
     deployment = state.get(name)
     if deployment is None:
@@ -102,8 +103,9 @@ def _ids(recorded: ResourceState, outputs: Mapping) -> dict[str, Any]:
     return ids
 
 
-def _check(deployment: str, transport: AwsTransport, recorded: ResourceState, check: Describe, ids: Mapping,
-           expected: Expected) -> list[DriftItem]:
+def _check(
+    deployment: str, transport: AwsTransport, recorded: ResourceState, check: Describe, ids: Mapping, expected: Expected
+) -> list[DriftItem]:
     import jmespath
 
     item = lambda kind, detail: DriftItem(recorded.name, recorded.type, kind, detail)
@@ -140,7 +142,9 @@ def _check(deployment: str, transport: AwsTransport, recorded: ResourceState, ch
     if recorded.taggable and check.tags:
         tags = check.tags(transport, obj, ids) if callable(check.tags) else jmespath.search(check.tags, obj)
         if _tag(tags, DEPLOYMENT_TAG) != deployment:
-            items.append(item("untagged", f"{DEPLOYMENT_TAG} is {_tag(tags, DEPLOYMENT_TAG)!r}, expected {deployment!r}"))
+            items.append(
+                item("untagged", f"{DEPLOYMENT_TAG} is {_tag(tags, DEPLOYMENT_TAG)!r}, expected {deployment!r}")
+            )
     return items
 
 

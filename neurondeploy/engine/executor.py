@@ -26,19 +26,19 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from neurondeploy.aws.errors import is_already_done, is_gone, is_retryable
+from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
+from neurondeploy.engine.reconcile import RETIRED, deletion_order, is_retired, reconcile
+from neurondeploy.engine.state import DeploymentState, ResourceState, StateStore
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.resources.refs import resolve
+from neurondeploy.resources.graph import creation_order
 from neurondeploy.resources.model import (
     Request,
     Resource,
     content_hash,
     extract_outputs,
 )
-from neurondeploy.resources.graph import creation_order
-from neurondeploy.engine.state import DeploymentState, ResourceState, StateStore
-from neurondeploy.aws.errors import is_already_done, is_gone, is_retryable
-from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
-from neurondeploy.engine.reconcile import RETIRED, deletion_order, is_retired, reconcile
+from neurondeploy.resources.refs import resolve
 
 OUTPUT_RETRIES = 10  # ACM fills in DNS validation records a few seconds after RequestCertificate
 UPDATE_PROGRESS = "_update"  # outputs key of an in-place update under way: {"hash": new content hash, "done": n}
@@ -58,15 +58,32 @@ class ApplyResult:
 
 
 def _serialise(requests: tuple[Request, ...]) -> list[dict]:
-    return [{"service": r.service, "operation": r.operation, "params": r.params,
-             "wait": None if r.wait is None else {"waiter": r.wait.waiter, "params": r.wait.params, "service": r.wait.service},
-             **({"done_if": list(r.done_if)} if r.done_if else {})}
-            for r in requests]
+    return [
+        {
+            "service": r.service,
+            "operation": r.operation,
+            "params": r.params,
+            "wait": None
+            if r.wait is None
+            else {"waiter": r.wait.waiter, "params": r.wait.params, "service": r.wait.service},
+            **({"done_if": list(r.done_if)} if r.done_if else {}),
+        }
+        for r in requests
+    ]
 
 
 class Executor:
-    def __init__(self, transport: AwsTransport, state: StateStore, *, parallel: bool = True, workers: int = 8,
-                 on_event: Callable[[str], None] | None = None, delete_retry_s: float = 2.0, delete_retries: int = 60) -> None:
+    def __init__(
+        self,
+        transport: AwsTransport,
+        state: StateStore,
+        *,
+        parallel: bool = True,
+        workers: int = 8,
+        on_event: Callable[[str], None] | None = None,
+        delete_retry_s: float = 2.0,
+        delete_retries: int = 60,
+    ) -> None:
         self.transport = transport
         self.state = state
         self.parallel = parallel
@@ -77,8 +94,17 @@ class Executor:
 
     # --- apply --------------------------------------------------------------------------------------------------
 
-    def apply(self, name: str, region: str, kind: str, resources: list[Resource], *, spec_digest: str = "",
-              spec_json: str = "", rollback: bool = False) -> ApplyResult:
+    def apply(
+        self,
+        name: str,
+        region: str,
+        kind: str,
+        resources: list[Resource],
+        *,
+        spec_digest: str = "",
+        spec_json: str = "",
+        rollback: bool = False,
+    ) -> ApplyResult:
         started = time.perf_counter()
         with self.state.lock(name, region, kind):
             before = self.state.get(name)
@@ -103,8 +129,10 @@ class Executor:
 
     def _rollback(self, name: str, result: ApplyResult) -> None:
         if result.updated:  # something in place already uses what this apply created: deleting it would break it
-            self.on_event(f"apply failed after updating {', '.join(result.updated)} in place: not rolled back; "
-                          "run apply again to finish")
+            self.on_event(
+                f"apply failed after updating {', '.join(result.updated)} in place: not rolled back; "
+                "run apply again to finish"
+            )
             return
         self.on_event("apply failed: rolling back what this apply created")
         after = self.state.get(name)
@@ -141,8 +169,12 @@ class Executor:
                 continue
             wanted = content_hash(resource)
             for record in list(deployment.resources.values()):
-                if is_retired(record.name) and record.name.split(RETIRED, 1)[0] == resource.name \
-                        and record.create_hash == wanted and record.complete:
+                if (
+                    is_retired(record.name)
+                    and record.name.split(RETIRED, 1)[0] == resource.name
+                    and record.create_hash == wanted
+                    and record.complete
+                ):
                     self.on_event(f"restoring {resource.name} ({resource.type}): the spec wants it again")
                     record.depends_on = list(resource.depends_on)
                     self._rename(name, record, resource.name, {})
@@ -158,8 +190,14 @@ class Executor:
     def _outputs(self, deployment: DeploymentState) -> dict[tuple[str, str], Any]:
         return {(r.name, attr): value for r in deployment.resources.values() for attr, value in r.outputs.items()}
 
-    def _create_all(self, name: str, ordered: list[Resource], current: DeploymentState, result: ApplyResult,
-                    updates: set[str] = frozenset()) -> None:
+    def _create_all(
+        self,
+        name: str,
+        ordered: list[Resource],
+        current: DeploymentState,
+        result: ApplyResult,
+        updates: set[str] = frozenset(),
+    ) -> None:
         outputs = self._outputs(current)
         done = {n for n, r in current.resources.items() if r.complete and n not in updates}
         result.unchanged += [r.name for r in ordered if r.name in done]
@@ -168,13 +206,17 @@ class Executor:
         failure: BaseException | None = None
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="apply") as pool:
             while (pending or running) and failure is None:
-                for resource in [r for r in pending if all(d in done for d in r.depends_on)][: self.workers - len(running)]:
+                for resource in [r for r in pending if all(d in done for d in r.depends_on)][
+                    : self.workers - len(running)
+                ]:
                     pending.remove(resource)
                     recorded = current.resources.get(resource.name)
                     step = self._update if resource.name in updates else self._create
                     running[pool.submit(step, name, resource, recorded, outputs)] = resource
                 if not running:
-                    raise ApplyFailed(f"cannot order {[r.name for r in pending]}", "this is a bug in the resource builders")
+                    raise ApplyFailed(
+                        f"cannot order {[r.name for r in pending]}", "this is a bug in the resource builders"
+                    )
                 finished, _ = wait(running, return_when=FIRST_EXCEPTION)
                 for future in finished:
                     resource = running.pop(future)
@@ -190,13 +232,25 @@ class Executor:
         if failure is not None:
             raise failure
 
-    def _create(self, deployment: str, resource: Resource, recorded: ResourceState | None,
-                outputs: dict[tuple[str, str], Any]) -> None:
+    def _create(
+        self, deployment: str, resource: Resource, recorded: ResourceState | None, outputs: dict[tuple[str, str], Any]
+    ) -> None:
         start = recorded.completed if recorded else 0
         own = dict(recorded.outputs) if recorded else {}
-        record = ResourceState(resource.name, resource.type, own, start, len(resource.create), content_hash(resource),
-                               _serialise(resource.delete), list(resource.depends_on), resource.taggable, time.time(),
-                               recorded.sequence if recorded else -1, list(recorded.create_requests) if recorded else [])
+        record = ResourceState(
+            resource.name,
+            resource.type,
+            own,
+            start,
+            len(resource.create),
+            content_hash(resource),
+            _serialise(resource.delete),
+            list(resource.depends_on),
+            resource.taggable,
+            time.time(),
+            recorded.sequence if recorded else -1,
+            list(recorded.create_requests) if recorded else [],
+        )
         verb = "resuming" if start else "creating"
         self.on_event(f"{verb} {resource.name} ({resource.type})")
         for index in range(start, len(resource.create)):
@@ -207,18 +261,23 @@ class Executor:
             except KeyError as exc:
                 raise ApplyFailed(f"{resource.name}: {exc}", "this is a bug in the resource builders") from None
             response = self._call_with_outputs(resource, request, params)
-            record.create_requests.append({"service": request.service, "operation": request.operation, "params": params})
+            record.create_requests.append(
+                {"service": request.service, "operation": request.operation, "params": params}
+            )
             own.update(response)
             record.outputs, record.completed = dict(own), index + 1
             self.state.put_resource(deployment, record)
             for attr, value in response.items():
                 outputs[(resource.name, attr)] = value
             if request.wait is not None:
-                wait_params = resolve(request.wait.params, {**outputs, **{(resource.name, k): v for k, v in own.items()}})
+                wait_params = resolve(
+                    request.wait.params, {**outputs, **{(resource.name, k): v for k, v in own.items()}}
+                )
                 self.transport.wait(request.wait.service or request.service, request.wait.waiter, wait_params)
 
-    def _update(self, deployment: str, resource: Resource, recorded: ResourceState,
-                outputs: dict[tuple[str, str], Any]) -> None:
+    def _update(
+        self, deployment: str, resource: Resource, recorded: ResourceState, outputs: dict[tuple[str, str], Any]
+    ) -> None:
         """Send ``resource.update`` to the recorded object, then record it as made by the new create requests.
         A request with a wait waits before too (an object mid-change refuses another change) and counts as done
         only once its wait passed, so a re-apply after a failure re-sends it. A request whose ``expect`` fails
@@ -251,8 +310,10 @@ class Executor:
         recorded.outputs, recorded.create_hash = own, wanted
         recorded.completed = recorded.total = len(resource.create)
         recorded.delete_requests, recorded.depends_on = _serialise(resource.delete), list(resource.depends_on)
-        recorded.create_requests = [{"service": r.service, "operation": r.operation, "params": _resolved_params(r.params, values)}
-                                    for r in resource.create]
+        recorded.create_requests = [
+            {"service": r.service, "operation": r.operation, "params": _resolved_params(r.params, values)}
+            for r in resource.create
+        ]
         self.state.put_resource(deployment, recorded)
 
     def _resolve(self, resource: Resource, params: dict, values: dict) -> dict:
@@ -262,7 +323,9 @@ class Executor:
             raise ApplyFailed(f"{resource.name}: {exc}", "this is a bug in the resource builders") from None
 
     def _wait(self, request: Request, values: dict) -> None:
-        self.transport.wait(request.wait.service or request.service, request.wait.waiter, resolve(request.wait.params, values))
+        self.transport.wait(
+            request.wait.service or request.service, request.wait.waiter, resolve(request.wait.params, values)
+        )
 
     def _call_with_outputs(self, resource: Resource, request: Request, params: dict) -> dict[str, Any]:
         attempts = OUTPUT_RETRIES if not is_mutating(request.operation) and request.outputs else 1
@@ -274,22 +337,28 @@ class Executor:
                     # Resuming after a lost answer: AWS did it the first time (a rule added, a gateway attached).
                     self.on_event(f"{resource.name}: {request.operation} was already done ({exc.code})")
                     return {}
-                raise ApplyFailed(f"{resource.name} ({resource.type}): {exc.message}",
-                                  exc.hint or "fix the cause and run apply again: it resumes where it stopped") from exc
+                raise ApplyFailed(
+                    f"{resource.name} ({resource.type}): {exc.message}",
+                    exc.hint or "fix the cause and run apply again: it resumes where it stopped",
+                ) from exc
             _check_expected(resource, request, response)
             values = extract_outputs(request, response)
             if all(value is not None for value in values.values()) or attempt == attempts - 1:
                 return {k: v for k, v in values.items() if v is not None}
-            time.sleep(min(2 ** attempt * 0.2, 5))
+            time.sleep(min(2**attempt * 0.2, 5))
         return {}
 
     # --- delete -------------------------------------------------------------------------------------------------
 
-    def _delete(self, name: str, doomed: list[ResourceState], deployment: DeploymentState | None, result: ApplyResult) -> None:
+    def _delete(
+        self, name: str, doomed: list[ResourceState], deployment: DeploymentState | None, result: ApplyResult
+    ) -> None:
         if not doomed or deployment is None:
             return
         outputs = self._outputs(deployment)
-        for resource in deletion_order({**deployment.resources, **{r.name: r for r in doomed}}, [r.name for r in doomed]):
+        for resource in deletion_order(
+            {**deployment.resources, **{r.name: r for r in doomed}}, [r.name for r in doomed]
+        ):
             if resource.completed:
                 self.on_event(f"deleting {resource.name} ({resource.type})")
                 for request in resource.delete_requests:
@@ -310,15 +379,22 @@ class Executor:
                 if is_gone(exc) or any(fragment in exc.message for fragment in request.get("done_if", ())):
                     return
                 if is_retryable(exc) and attempt < self.delete_retries - 1:
-                    time.sleep(self.delete_retry_s)  # e.g. network interfaces of a just-deleted ALB still hold the group
+                    time.sleep(
+                        self.delete_retry_s
+                    )  # e.g. network interfaces of a just-deleted ALB still hold the group
                     continue
-                raise ApplyFailed(f"deleting {resource.name} ({resource.type}): {exc.message}",
-                                  "fix the cause and run destroy again: it continues where it stopped") from exc
+                raise ApplyFailed(
+                    f"deleting {resource.name} ({resource.type}): {exc.message}",
+                    "fix the cause and run destroy again: it continues where it stopped",
+                ) from exc
         wait_spec = request.get("wait")
         if wait_spec:
             try:
-                self.transport.wait(wait_spec.get("service") or request["service"], wait_spec["waiter"],
-                                    resolve(wait_spec["params"], outputs))
+                self.transport.wait(
+                    wait_spec.get("service") or request["service"],
+                    wait_spec["waiter"],
+                    resolve(wait_spec["params"], outputs),
+                )
             except (AwsCallError, KeyError):
                 pass  # the verification pass reports anything that did not go
 
@@ -361,6 +437,8 @@ def _check_expected(resource: Resource, request: Request, response: dict) -> Non
     for path, value in request.expect.items():
         found = jmespath.search(path, response)
         if found != value:
-            raise ApplyFailed(f"{resource.name} ({resource.type}): {request.operation} shows {path} = {found!r}, "
-                              f"expected {value!r}", "AWS did not take the change (look for a failure reason on the "
-                              "resource); fix the cause and run apply again")
+            raise ApplyFailed(
+                f"{resource.name} ({resource.type}): {request.operation} shows {path} = {found!r}, expected {value!r}",
+                "AWS did not take the change (look for a failure reason on the "
+                "resource); fix the cause and run apply again",
+            )

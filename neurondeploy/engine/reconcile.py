@@ -4,14 +4,14 @@ first; and the order deletes go in (dependents first)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from neurondeploy.engine.state import DeploymentState, ResourceState
 from neurondeploy.resources.model import (
     Resource,
     content_hash,
     identity_digest,
     recorded_identity,
 )
-from neurondeploy.engine.state import DeploymentState, ResourceState
-
 
 RETIRED = "~"  # state name of a blue/green resource's previous object: <name>~<its create hash>
 
@@ -41,7 +41,9 @@ def reconcile(before: DeploymentState | None, ordered: list[Resource]) -> Reconc
         following = under_replaced or any(dep in retired and dep in uses for dep in resource.depends_on)
         if record is None or (record.create_hash == content_hash(resource) and not following):
             continue
-        same_identity = bool(resource.identity) and recorded_identity(record.create_hash) == identity_digest(resource.identity)
+        same_identity = bool(resource.identity) and recorded_identity(record.create_hash) == identity_digest(
+            resource.identity
+        )
         if under_replaced:
             replaced.add(resource.name)
         elif record.complete and same_identity and resource.update:

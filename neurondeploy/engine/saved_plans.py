@@ -18,9 +18,17 @@ def save_plan(plan: Plan, location: str | Path, transport=None) -> None:
     text = json.dumps(plan.model_dump(mode="json"), indent=2)
     if str(location).startswith("s3://"):
         bucket, key = split_s3(str(location))
-        _plan_transport(transport, plan.region).call("s3", "PutObject", {
-            "Bucket": bucket, "Key": key, "Body": text.encode(), "ContentType": "application/json",
-            "ServerSideEncryption": "AES256"})
+        _plan_transport(transport, plan.region).call(
+            "s3",
+            "PutObject",
+            {
+                "Bucket": bucket,
+                "Key": key,
+                "Body": text.encode(),
+                "ContentType": "application/json",
+                "ServerSideEncryption": "AES256",
+            },
+        )
         return
     path = Path(location)
     temporary = path.with_name(path.name + ".tmp")
@@ -39,7 +47,12 @@ def _read_saved(location: str | Path, region: str, transport) -> str:
     if str(location).startswith("s3://"):
         bucket, key = split_s3(str(location))
         try:
-            return _plan_transport(transport, region).call("s3", "GetObject", {"Bucket": bucket, "Key": key})["Body"].read().decode()
+            return (
+                _plan_transport(transport, region)
+                .call("s3", "GetObject", {"Bucket": bucket, "Key": key})["Body"]
+                .read()
+                .decode()
+            )
         except AwsCallError as exc:
             if is_s3_missing(exc):
                 raise missing from None
@@ -56,12 +69,17 @@ def load_saved_plan(path: str | Path, loaded: LoadedSpec, transport=None) -> Pla
     try:
         plan = Plan.model_validate_json(text)
     except ValueError as exc:
-        raise PlanError(f"{path}: not a neurondeploy plan ({str(exc).splitlines()[0]})", "make a new one with `neurondeploy plan SPEC --out FILE`") from None
+        raise PlanError(
+            f"{path}: not a neurondeploy plan ({str(exc).splitlines()[0]})",
+            "make a new one with `neurondeploy plan SPEC --out FILE`",
+        ) from None
     if plan.name != loaded.spec.name:
         raise PlanError(f"{path} is the plan of {plan.name!r}, not {loaded.spec.name!r}", "plan this spec first")
     if plan.spec_sha256 != loaded.digest:
-        raise PlanError(f"{path} is stale: {loaded.source.file} changed since it was planned",
-                        f"run `neurondeploy plan {loaded.source.file} --out {path}` again and review it")
+        raise PlanError(
+            f"{path} is stale: {loaded.source.file} changed since it was planned",
+            f"run `neurondeploy plan {loaded.source.file} --out {path}` again and review it",
+        )
     return plan
 
 
@@ -71,6 +89,9 @@ def check_saved_plan(path: str | Path, loaded: LoadedSpec, transport=None) -> Pl
     saved = load_saved_plan(path, loaded, transport)
     now = build_plan(loaded)
     if [r.model_dump(mode="json") for r in saved.resources] != [r.model_dump(mode="json") for r in now.resources]:
-        raise PlanError(f"{path} no longer matches what apply would send for {loaded.source.file} (another neurondeploy "
-                        "version or catalogue made it)", f"run `neurondeploy plan {loaded.source.file} --out {path}` again and review it")
+        raise PlanError(
+            f"{path} no longer matches what apply would send for {loaded.source.file} (another neurondeploy "
+            "version or catalogue made it)",
+            f"run `neurondeploy plan {loaded.source.file} --out {path}` again and review it",
+        )
     return saved

@@ -16,10 +16,11 @@ import os
 import socket
 import sqlite3
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from neurondeploy.errors import NeurondeployError
 
@@ -124,43 +125,70 @@ class StateStore:
             return
         me, host = os.getpid(), socket.gethostname()
         with self._transaction() as db:
-            row = db.execute("SELECT lock_pid, lock_host, lock_since FROM deployments WHERE name = ?", (name,)).fetchone()
+            row = db.execute(
+                "SELECT lock_pid, lock_host, lock_since FROM deployments WHERE name = ?", (name,)
+            ).fetchone()
             if row and row[0] is not None and (row[0], row[1]) != (me, host) and _alive(row[0], row[1], host):
                 since = time.strftime("%H:%M:%S", time.localtime(row[2]))
-                raise DeploymentLocked(f"deployment {name} is being changed by pid {row[0]} on {row[1]} since {since}",
-                                       "wait for it to finish; if that process is gone from another host, run "
-                                       f"`neurondeploy unlock {name}`")
-            db.execute("INSERT INTO deployments (name, region, kind, updated, lock_pid, lock_host, lock_since) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET lock_pid = excluded.lock_pid, "
-                       "lock_host = excluded.lock_host, lock_since = excluded.lock_since",
-                       (name, region, kind, time.time(), me, host, time.time()))
+                raise DeploymentLocked(
+                    f"deployment {name} is being changed by pid {row[0]} on {row[1]} since {since}",
+                    "wait for it to finish; if that process is gone from another host, run "
+                    f"`neurondeploy unlock {name}`",
+                )
+            db.execute(
+                "INSERT INTO deployments (name, region, kind, updated, lock_pid, lock_host, lock_since) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET lock_pid = excluded.lock_pid, "
+                "lock_host = excluded.lock_host, lock_since = excluded.lock_since",
+                (name, region, kind, time.time(), me, host, time.time()),
+            )
         self._held[name] = 1
         try:
             yield
         finally:
             del self._held[name]
             with self._transaction() as db:
-                db.execute("UPDATE deployments SET lock_pid = NULL, lock_host = NULL, lock_since = NULL "
-                           "WHERE name = ? AND lock_pid = ?", (name, me))
+                db.execute(
+                    "UPDATE deployments SET lock_pid = NULL, lock_host = NULL, lock_since = NULL "
+                    "WHERE name = ? AND lock_pid = ?",
+                    (name, me),
+                )
 
     def unlock(self, name: str) -> None:
         with self._transaction() as db:
-            db.execute("UPDATE deployments SET lock_pid = NULL, lock_host = NULL, lock_since = NULL WHERE name = ?", (name,))
+            db.execute(
+                "UPDATE deployments SET lock_pid = NULL, lock_host = NULL, lock_since = NULL WHERE name = ?", (name,)
+            )
 
     # --- reads and writes ----------------------------------------------------------------------------------------
 
     def get(self, name: str) -> DeploymentState | None:
         with self._connect() as db:
-            row = db.execute("SELECT name, region, kind, spec_digest, updated, spec_json FROM deployments WHERE name = ?",
-                             (name,)).fetchone()
+            row = db.execute(
+                "SELECT name, region, kind, spec_digest, updated, spec_json FROM deployments WHERE name = ?", (name,)
+            ).fetchone()
             if row is None:
                 return None
             deployment = DeploymentState(row[0], row[1], row[2], row[3], row[4], spec_json=row[5])
-            for r in db.execute("SELECT name, type, outputs, completed, total, create_hash, delete_requests, depends_on, "
-                                "taggable, created, sequence, create_requests FROM resources WHERE deployment = ? "
-                                "ORDER BY sequence", (name,)):
-                deployment.resources[r[0]] = ResourceState(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], json.loads(r[6]),
-                                                           json.loads(r[7]), bool(r[8]), r[9], r[10], json.loads(r[11]))
+            for r in db.execute(
+                "SELECT name, type, outputs, completed, total, create_hash, delete_requests, depends_on, "
+                "taggable, created, sequence, create_requests FROM resources WHERE deployment = ? "
+                "ORDER BY sequence",
+                (name,),
+            ):
+                deployment.resources[r[0]] = ResourceState(
+                    r[0],
+                    r[1],
+                    json.loads(r[2]),
+                    r[3],
+                    r[4],
+                    r[5],
+                    json.loads(r[6]),
+                    json.loads(r[7]),
+                    bool(r[8]),
+                    r[9],
+                    r[10],
+                    json.loads(r[11]),
+                )
         return deployment
 
     def names(self) -> list[str]:
@@ -169,21 +197,37 @@ class StateStore:
 
     def record_spec(self, name: str, digest: str, spec_json: str) -> None:
         with self._transaction() as db:
-            db.execute("UPDATE deployments SET spec_digest = ?, spec_json = ?, updated = ? WHERE name = ?",
-                       (digest, spec_json, time.time(), name))
+            db.execute(
+                "UPDATE deployments SET spec_digest = ?, spec_json = ?, updated = ? WHERE name = ?",
+                (digest, spec_json, time.time(), name),
+            )
 
     def put_resource(self, deployment: str, resource: ResourceState) -> None:
         with self._transaction() as db:
             sequence = resource.sequence
             if sequence < 0:
-                (sequence,) = db.execute("SELECT COALESCE(MAX(sequence), 0) + 1 FROM resources WHERE deployment = ?",
-                                         (deployment,)).fetchone()
+                (sequence,) = db.execute(
+                    "SELECT COALESCE(MAX(sequence), 0) + 1 FROM resources WHERE deployment = ?", (deployment,)
+                ).fetchone()
                 resource.sequence = sequence
-            db.execute("INSERT OR REPLACE INTO resources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (deployment, resource.name, resource.type, json.dumps(resource.outputs, default=str), resource.completed,
-                        resource.total, resource.create_hash, json.dumps(resource.delete_requests, default=str),
-                        json.dumps(resource.depends_on), int(resource.taggable), resource.created, sequence,
-                        json.dumps(resource.create_requests, default=_bytes_as_size)))
+            db.execute(
+                "INSERT OR REPLACE INTO resources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    deployment,
+                    resource.name,
+                    resource.type,
+                    json.dumps(resource.outputs, default=str),
+                    resource.completed,
+                    resource.total,
+                    resource.create_hash,
+                    json.dumps(resource.delete_requests, default=str),
+                    json.dumps(resource.depends_on),
+                    int(resource.taggable),
+                    resource.created,
+                    sequence,
+                    json.dumps(resource.create_requests, default=_bytes_as_size),
+                ),
+            )
             db.execute("UPDATE deployments SET updated = ? WHERE name = ?", (time.time(), deployment))
 
     def remove_resource(self, deployment: str, name: str) -> None:

@@ -20,10 +20,10 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterator
 
 from neurondeploy.aws.errors import is_s3_condition_failed, is_s3_missing_bucket, is_s3_missing_object
 from neurondeploy.aws.paging import Paged
@@ -64,14 +64,21 @@ class S3StateStore:
             if is_s3_missing_object(exc):
                 return None
             if is_s3_missing_bucket(exc) or exc.code == "AccessDenied":  # 404 / NotFound: an object, above
-                raise StateError(f"state bucket {self.bucket}: {exc.message}",
-                                 f"create it (versioning on) or check access to {self.uri}") from None
+                raise StateError(
+                    f"state bucket {self.bucket}: {exc.message}",
+                    f"create it (versioning on) or check access to {self.uri}",
+                ) from None
             raise
         return json.loads(body)
 
     def _write(self, key: str, data: dict, *, only_if_absent: bool = False) -> None:
-        params = {"Bucket": self.bucket, "Key": key, "ContentType": "application/json", "ServerSideEncryption": "AES256",
-                  "Body": json.dumps(data, default=_bytes_as_size).encode()}
+        params = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "ContentType": "application/json",
+            "ServerSideEncryption": "AES256",
+            "Body": json.dumps(data, default=_bytes_as_size).encode(),
+        }
         if only_if_absent:
             params["IfNoneMatch"] = "*"
         self.transport.call("s3", "PutObject", params)
@@ -87,9 +94,18 @@ class S3StateStore:
             if not self._held.get(name):
                 self._acquire(name)
                 if self._read(self._key("deployments", name)) is None:
-                    self._write(self._key("deployments", name), {"name": name, "region": region, "kind": kind,
-                                                                  "spec_digest": None, "updated": time.time(),
-                                                                  "spec_json": None, "resources": {}})
+                    self._write(
+                        self._key("deployments", name),
+                        {
+                            "name": name,
+                            "region": region,
+                            "kind": kind,
+                            "spec_digest": None,
+                            "updated": time.time(),
+                            "spec_json": None,
+                            "resources": {},
+                        },
+                    )
             self._held[name] = self._held.get(name, 0) + 1
         try:
             yield
@@ -114,12 +130,16 @@ class S3StateStore:
                 self._delete(self._key("locks", name))  # its process is gone from this host
                 continue
             since = time.strftime("%H:%M:%S", time.localtime(holder.get("since", time.time())))
-            raise DeploymentLocked(f"deployment {name} is being changed by pid {holder.get('pid')} on {holder.get('host')} "
-                                   f"since {since} (lock in {self.uri})",
-                                   "wait for it to finish; if that process is gone from another host, run "
-                                   f"`neurondeploy unlock {name} --state {self.uri}`")
-        raise DeploymentLocked(f"deployment {name}: another process took the lock while a dead holder's was cleared",
-                               "run the command again")
+            raise DeploymentLocked(
+                f"deployment {name} is being changed by pid {holder.get('pid')} on {holder.get('host')} "
+                f"since {since} (lock in {self.uri})",
+                "wait for it to finish; if that process is gone from another host, run "
+                f"`neurondeploy unlock {name} --state {self.uri}`",
+            )
+        raise DeploymentLocked(
+            f"deployment {name}: another process took the lock while a dead holder's was cleared",
+            "run the command again",
+        )
 
     def unlock(self, name: str) -> None:
         self._delete(self._key("locks", name))
@@ -130,19 +150,34 @@ class S3StateStore:
         data = self._read(self._key("deployments", name))
         if data is None:
             return None
-        resources = {n: ResourceState(**r) for n, r in sorted(data["resources"].items(), key=lambda item: item[1]["sequence"])}
-        return DeploymentState(data["name"], data["region"], data["kind"], data["spec_digest"], data["updated"],
-                               resources, data.get("spec_json"))
+        resources = {
+            n: ResourceState(**r) for n, r in sorted(data["resources"].items(), key=lambda item: item[1]["sequence"])
+        }
+        return DeploymentState(
+            data["name"],
+            data["region"],
+            data["kind"],
+            data["spec_digest"],
+            data["updated"],
+            resources,
+            data.get("spec_json"),
+        )
 
     def names(self) -> list[str]:
-        pages = Paged(self.transport).call("s3", "ListObjectsV2", {"Bucket": self.bucket, "Prefix": f"{self.prefix}deployments/"})
-        return sorted(item["Key"].rsplit("/", 1)[1].removesuffix(".json") for page in pages for item in page.get("Contents", []))
+        pages = Paged(self.transport).call(
+            "s3", "ListObjectsV2", {"Bucket": self.bucket, "Prefix": f"{self.prefix}deployments/"}
+        )
+        return sorted(
+            item["Key"].rsplit("/", 1)[1].removesuffix(".json") for page in pages for item in page.get("Contents", [])
+        )
 
     def _update(self, name: str, change) -> None:
         with self._guard:  # read-modify-write of one object: the executor's threads take turns
             data = self._read(self._key("deployments", name))
             if data is None:
-                raise StateError(f"no state for deployment {name} in {self.uri}", "this is a bug: writes happen under lock()")
+                raise StateError(
+                    f"no state for deployment {name} in {self.uri}", "this is a bug: writes happen under lock()"
+                )
             change(data)
             data["updated"] = time.time()
             self._write(self._key("deployments", name), data)

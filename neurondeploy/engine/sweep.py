@@ -27,13 +27,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from neurondeploy.errors import NeurondeployError
-from neurondeploy.resources import network, route53
-from neurondeploy.resources.registry import deletion_order, registry, sources
-from neurondeploy.resources.naming import DEPLOYMENT_TAG
 from neurondeploy.aws.errors import is_gone
 from neurondeploy.aws.paging import Paged
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.resources import network, route53
+from neurondeploy.resources.naming import DEPLOYMENT_TAG
+from neurondeploy.resources.registry import deletion_order, registry, sources
 
 DELETE_ORDER: tuple[str, ...] = deletion_order()  # every kind's Kind.order, dependents first
 UNCHECKED = "sweep:unchecked"  # a source that could not be read: nothing can be proven about it
@@ -56,9 +56,7 @@ def order_index(leftover_type: str) -> int:
 
 
 def sort_leftovers(leftovers: Iterable[Leftover]) -> list[Leftover]:
-    return sorted(leftovers, key=lambda l: order_index(l.type))  # stable: discovery order within a type
-
-
+    return sorted(leftovers, key=lambda item: order_index(item.type))  # stable: discovery order within a type
 
 
 # --- finding --------------------------------------------------------------------------------------------------
@@ -155,7 +153,7 @@ def arn_to_type_id(arn: str) -> tuple[str, str]:
     service, rest = parts[2], parts[5] if len(parts) > 5 else ""
     # "type/id" or "type:id", whichever separator comes first (autoScalingGroup:uuid:autoScalingGroupName/x)
     cut = min((i for i in (rest.find("/"), rest.find(":")) if i >= 0), default=len(rest))
-    resource_type, ident = rest[:cut], rest[cut + 1:]
+    resource_type, ident = rest[:cut], rest[cut + 1 :]
     kind = _arn_types().get((service, resource_type), f"{service}:{resource_type}")
     if service in ("ec2", "sagemaker"):
         return kind, ident
@@ -181,8 +179,10 @@ def delete_leftover(transport: AwsTransport, leftover: Leftover, *, poll_s: floa
     :func:`release_security_groups`."""
     kind = registry().get(leftover.type)
     if kind is None or kind.delete is None:
-        raise SweepError(f"cannot delete {leftover.type} {leftover.id}: neurondeploy never creates that type",
-                         "delete it yourself (it carries this deployment's tag)")
+        raise SweepError(
+            f"cannot delete {leftover.type} {leftover.id}: neurondeploy never creates that type",
+            "delete it yourself (it carries this deployment's tag)",
+        )
     try:
         return bool(kind.delete(AwsCaller(transport, poll_s, wait_s), leftover.id))
     except AwsCallError as exc:

@@ -30,7 +30,9 @@ def ensure_bucket(transport: AwsTransport, region: str, ctx: PlanContext) -> str
         return name
     except AwsCallError as exc:
         if not is_s3_missing_bucket(exc):
-            raise ApplyError(f"shared bucket {name}: {exc.message}", "check the bucket's owner and your permissions") from exc
+            raise ApplyError(
+                f"shared bucket {name}: {exc.message}", "check the bucket's owner and your permissions"
+            ) from exc
     for request in bucket.create:
         transport.call(request.service, request.operation, request.params)
     return name
@@ -48,17 +50,31 @@ def upload_artifact(transport: AwsTransport, directory: Path, uri: str, digest: 
     except AwsCallError as exc:
         if not is_s3_missing_object(exc):
             raise
-    transport.call("s3", "PutObject", {"Bucket": bucket, "Key": key, "Body": pack_artifact(directory), "Metadata": {SHA256_METADATA: digest},
-                                       "ContentType": "application/gzip", "ServerSideEncryption": "AES256"})
+    transport.call(
+        "s3",
+        "PutObject",
+        {
+            "Bucket": bucket,
+            "Key": key,
+            "Body": pack_artifact(directory),
+            "Metadata": {SHA256_METADATA: digest},
+            "ContentType": "application/gzip",
+            "ServerSideEncryption": "AES256",
+        },
+    )
     return True
 
 
 def check_serving_image(transport: AwsTransport, spec, ctx: PlanContext) -> None:
     """An endpoint of our container needs our image in the account's ECR. SageMaker would only find out after
     creating the endpoint (and failing it minutes later), so look first and say how to push it."""
-    if not (isinstance(spec, InferenceSpec) and spec.deployment.platform == "sagemaker"
-            and spec.deployment.container.kind == "neurondeploy" and not spec.deployment.container.image_uri
-            and ctx.serving_image_uri is None):
+    if not (
+        isinstance(spec, InferenceSpec)
+        and spec.deployment.platform == "sagemaker"
+        and spec.deployment.container.kind == "neurondeploy"
+        and not spec.deployment.container.image_uri
+        and ctx.serving_image_uri is None
+    ):
         return
     image = default_serving_image(spec.region, ctx)  # what the model will use: no image_uri given, none in ctx
     tag = image.rsplit(":", 1)[1]
@@ -68,7 +84,9 @@ def check_serving_image(transport: AwsTransport, spec, ctx: PlanContext) -> None
         if not is_ecr_image_missing(exc):
             raise
         registry = image.split("/", 1)[0]
-        raise ApplyError(f"the serving image {image} is not in ECR ({exc.code}); the endpoint would fail to start",
-                         f"docker build -f infra/serving/Dockerfile -t {image} . && aws ecr get-login-password --region "
-                         f"{spec.region} | docker login --username AWS --password-stdin {registry} && docker push {image} "
-                         "(create the repository first), or set deployment.container.image_uri") from None
+        raise ApplyError(
+            f"the serving image {image} is not in ECR ({exc.code}); the endpoint would fail to start",
+            f"docker build -f infra/serving/Dockerfile -t {image} . && aws ecr get-login-password --region "
+            f"{spec.region} | docker login --username AWS --password-stdin {registry} && docker push {image} "
+            "(create the repository first), or set deployment.container.image_uri",
+        ) from None

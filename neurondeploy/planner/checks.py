@@ -6,9 +6,9 @@ CLI prints ``file:line: field: message (fix: ...)`` exactly like a schema error.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 from neurondeploy import catalog
 from neurondeploy.errors import CatalogError, PlanError
@@ -92,29 +92,45 @@ def check_instance(loaded: LoadedSpec) -> Iterable[Finding]:
         yield error(field, exc.message, exc.hint)
         return
     if instance.compile_target is None:
-        yield error(field, f"{instance.name} is Inferentia 1 (NeuronCore-v1, Neuron SDK 1.x / torch-neuron), which neurondeploy does not target",
-                    "use an inf2 type, e.g. inf2.xlarge")
+        yield error(
+            field,
+            f"{instance.name} is Inferentia 1 (NeuronCore-v1, Neuron SDK 1.x / torch-neuron), which neurondeploy does not target",
+            "use an inf2 type, e.g. inf2.xlarge",
+        )
         return
     yield from _INSTANCE_USE[spec.kind, spec.platform](spec, instance, field)
     if spec.region not in instance.regions:
-        yield error(field, f"{instance.name} is not offered in {spec.region}",
-                    f"use a region where it is, e.g. {', '.join(instance.regions[:4])}")
+        yield error(
+            field,
+            f"{instance.name} is not offered in {spec.region}",
+            f"use a region where it is, e.g. {', '.join(instance.regions[:4])}",
+        )
 
 
 def _training_instance(spec: TrainingSpec, instance: catalog.InstanceType, field: str) -> Iterable[Finding]:
     if instance.family.startswith("inf"):
-        yield error(field, f"{instance.name} is an inference chip; SageMaker has no ml.{instance.name} training type",
-                    "train on trn1.2xlarge, trn1.32xlarge or trn1n.32xlarge")
+        yield error(
+            field,
+            f"{instance.name} is an inference chip; SageMaker has no ml.{instance.name} training type",
+            "train on trn1.2xlarge, trn1.32xlarge or trn1n.32xlarge",
+        )
     elif not instance.sagemaker_training:
-        yield error(field, f"ml.{instance.name} is not a SageMaker training instance type", "use trn1.2xlarge or trn1.32xlarge")
+        yield error(
+            field, f"ml.{instance.name} is not a SageMaker training instance type", "use trn1.2xlarge or trn1.32xlarge"
+        )
     if spec.instance_count > 1 and instance.efa_devices == 0:
-        yield error("instance_count", f"multi-node training needs EFA, which {instance.name} does not have",
-                    "use trn1.32xlarge or trn1n.32xlarge for more than one instance")
+        yield error(
+            "instance_count",
+            f"multi-node training needs EFA, which {instance.name} does not have",
+            "use trn1.32xlarge or trn1n.32xlarge for more than one instance",
+        )
 
 
 def _endpoint_instance(spec: InferenceSpec, instance: catalog.InstanceType, field: str) -> Iterable[Finding]:
     if not instance.sagemaker_endpoint:
-        yield error(field, f"ml.{instance.name} is not a SageMaker endpoint instance type", "use an inf2 type or platform ec2")
+        yield error(
+            field, f"ml.{instance.name} is not a SageMaker endpoint instance type", "use an inf2 type or platform ec2"
+        )
 
 
 def _ec2_instance(spec: InferenceSpec, instance: catalog.InstanceType, field: str) -> Iterable[Finding]:
@@ -122,8 +138,11 @@ def _ec2_instance(spec: InferenceSpec, instance: catalog.InstanceType, field: st
 
 
 # What an instance must offer for each (kind, platform).
-_INSTANCE_USE = {("training", "sagemaker"): _training_instance, ("inference", "sagemaker"): _endpoint_instance,
-                 ("inference", "ec2"): _ec2_instance}
+_INSTANCE_USE = {
+    ("training", "sagemaker"): _training_instance,
+    ("inference", "sagemaker"): _endpoint_instance,
+    ("inference", "ec2"): _ec2_instance,
+}
 
 
 def check_sdk(loaded: LoadedSpec) -> Iterable[Finding]:
@@ -171,8 +190,11 @@ def check_compile_target(loaded: LoadedSpec) -> Iterable[Finding]:
     # inf2, trn1 and trn1n share NeuronCore-v2 and NEFFs (optimum-neuron normalises them to trn1); trn2 does not.
     generation = {"inf2": "v2", "trn1": "v2", "trn1n": "v2", "trn2": "v3"}
     if instance.compile_target and generation[spec.compile.target] != generation.get(instance.compile_target):
-        yield error("compile.target", f"target {spec.compile.target} builds NEFFs that do not load on {instance.name}",
-                    f"remove compile.target or set it to {instance.compile_target}")
+        yield error(
+            "compile.target",
+            f"target {spec.compile.target} builds NEFFs that do not load on {instance.name}",
+            f"remove compile.target or set it to {instance.compile_target}",
+        )
 
 
 def check_parallel_layout(loaded: LoadedSpec) -> Iterable[Finding]:
@@ -189,10 +211,17 @@ def check_parallel_layout(loaded: LoadedSpec) -> Iterable[Finding]:
         backend, tp, field = "training", spec.distribution.tensor_parallel, "distribution.tensor_parallel"
     legal = catalog.legal_tp_degrees(instance, backend)
     if tp > instance.neuron_cores:
-        yield error(field, f"TP={tp} is more than the {instance.neuron_cores} NeuronCores of {instance.name}",
-                    f"use one of {list(legal)} or a larger instance")
+        yield error(
+            field,
+            f"TP={tp} is more than the {instance.neuron_cores} NeuronCores of {instance.name}",
+            f"use one of {list(legal)} or a larger instance",
+        )
     elif tp not in legal:
-        why = "our server runs one traced replica per NeuronCore" if backend == "trace" else f"{backend} supports these degrees on {instance.family}"
+        why = (
+            "our server runs one traced replica per NeuronCore"
+            if backend == "trace"
+            else f"{backend} supports these degrees on {instance.family}"
+        )
         yield error(field, f"TP={tp} is not legal on {instance.name} ({why})", f"use one of {list(legal)}")
     if spec.kind == "training":
         yield from _training_layout(spec, instance)
@@ -204,16 +233,26 @@ def _training_layout(spec: TrainingSpec, instance: catalog.InstanceType) -> Iter
     model_parallel = d.tensor_parallel * d.pipeline_parallel
     if d.data_parallel is None:
         if total % model_parallel:
-            yield error("distribution.pipeline_parallel", f"TP×PP = {model_parallel} does not divide the {total} NeuronCores",
-                        "pick TP and PP whose product divides the total cores")
+            yield error(
+                "distribution.pipeline_parallel",
+                f"TP×PP = {model_parallel} does not divide the {total} NeuronCores",
+                "pick TP and PP whose product divides the total cores",
+            )
     elif model_parallel * d.data_parallel != total:
-        yield error("distribution.data_parallel",
-                    f"TP×PP×DP = {d.tensor_parallel}×{d.pipeline_parallel}×{d.data_parallel} = {model_parallel * d.data_parallel}, "
-                    f"but {spec.instance_count}× {instance.name} has {total} NeuronCores",
-                    f"set data_parallel to {total // model_parallel}" if total % model_parallel == 0 else "remove data_parallel")
+        yield error(
+            "distribution.data_parallel",
+            f"TP×PP×DP = {d.tensor_parallel}×{d.pipeline_parallel}×{d.data_parallel} = {model_parallel * d.data_parallel}, "
+            f"but {spec.instance_count}× {instance.name} has {total} NeuronCores",
+            f"set data_parallel to {total // model_parallel}"
+            if total % model_parallel == 0
+            else "remove data_parallel",
+        )
     if d.pipeline_parallel > 1 and d.microbatches < d.pipeline_parallel:
-        yield warning("distribution.microbatches", f"{d.microbatches} micro-batches for {d.pipeline_parallel} stages leaves stages idle",
-                      f"use at least {d.pipeline_parallel}")
+        yield warning(
+            "distribution.microbatches",
+            f"{d.microbatches} micro-batches for {d.pipeline_parallel} stages leaves stages idle",
+            f"use at least {d.pipeline_parallel}",
+        )
 
 
 def _with_instance_and_architecture(fit: Callable[..., Iterable[Finding]]) -> Callable[[LoadedSpec], Iterable[Finding]]:
@@ -235,12 +274,17 @@ def _with_instance_and_architecture(fit: Callable[..., Iterable[Finding]]) -> Ca
 
 
 @_with_instance_and_architecture
-def check_inference_fit(spec: InferenceSpec, instance: catalog.InstanceType, arch: ModelArchitecture) -> Iterable[Finding]:
+def check_inference_fit(
+    spec: InferenceSpec, instance: catalog.InstanceType, arch: ModelArchitecture
+) -> Iterable[Finding]:
     tp, backend = spec.deployment.tensor_parallel, serving_backend(spec)
     if backend == "nxdi" and arch.attention_heads % tp:
         divisors = [d for d in catalog.legal_tp_degrees(instance, backend) if arch.attention_heads % d == 0]
-        yield error("deployment.tensor_parallel", f"{arch.attention_heads} attention heads are not divisible by TP={tp} (NxD Inference requires it)",
-                    f"use TP in {divisors}")
+        yield error(
+            "deployment.tensor_parallel",
+            f"{arch.attention_heads} attention heads are not divisible by TP={tp} (NxD Inference requires it)",
+            f"use TP in {divisors}",
+        )
         return
     batch, sequence = max(spec.compile.batch_sizes), max(spec.compile.sequence_lengths)
     estimate = sizing.inference_memory(arch, instance.hbm_per_core_gib, tp, batch, sequence, spec.model.dtype)
@@ -248,28 +292,43 @@ def check_inference_fit(spec: InferenceSpec, instance: catalog.InstanceType, arc
         yield warning("deployment.tensor_parallel", f"{note} (counted in the memory estimate)")
     if not estimate.fits:
         options = sizing.size_options(arch, batch, sequence, spec.model.dtype, backend, spec.region)
-        fix = (f"try {options[0].instance} with TP={options[0].tensor_parallel}" if options else
-               "reduce batch size, sequence length or dtype; no instance fits this")
-        yield error("deployment.instance_type",
-                    f"does not fit: needs {estimate.per_core_gib:.1f} GiB per NeuronCore (weights {estimate.weights_gib:.1f} GiB + "
-                    f"KV cache {estimate.kv_cache_gib:.1f} GiB over TP={tp}, + {estimate.headroom_gib:.1f} GiB headroom), "
-                    f"{instance.name} has {estimate.available_per_core_gib:g} GiB", fix)
+        fix = (
+            f"try {options[0].instance} with TP={options[0].tensor_parallel}"
+            if options
+            else "reduce batch size, sequence length or dtype; no instance fits this"
+        )
+        yield error(
+            "deployment.instance_type",
+            f"does not fit: needs {estimate.per_core_gib:.1f} GiB per NeuronCore (weights {estimate.weights_gib:.1f} GiB + "
+            f"KV cache {estimate.kv_cache_gib:.1f} GiB over TP={tp}, + {estimate.headroom_gib:.1f} GiB headroom), "
+            f"{instance.name} has {estimate.available_per_core_gib:g} GiB",
+            fix,
+        )
     if instance.host_memory_gib < SMALL_HOST_RAM_GIB and sizing.parameter_count(arch) >= LARGE_MODEL_PARAMETERS:
-        yield warning("deployment.instance_type", f"{instance.name} has {instance.host_memory_gib} GiB host RAM; loading a 7B-class model there often fails",
-                      "deploy a precompiled model or use inf2.8xlarge or larger")
+        yield warning(
+            "deployment.instance_type",
+            f"{instance.name} has {instance.host_memory_gib} GiB host RAM; loading a 7B-class model there often fails",
+            "deploy a precompiled model or use inf2.8xlarge or larger",
+        )
 
 
 @_with_instance_and_architecture
-def check_training_fit(spec: TrainingSpec, instance: catalog.InstanceType, arch: ModelArchitecture) -> Iterable[Finding]:
+def check_training_fit(
+    spec: TrainingSpec, instance: catalog.InstanceType, arch: ModelArchitecture
+) -> Iterable[Finding]:
     d = spec.distribution
     total = instance.neuron_cores * spec.instance_count
     dp = d.data_parallel or max(1, total // (d.tensor_parallel * d.pipeline_parallel))
-    estimate = sizing.training_memory(arch, instance.hbm_per_core_gib, d.tensor_parallel, d.pipeline_parallel, dp, d.zero1, d.precision)
+    estimate = sizing.training_memory(
+        arch, instance.hbm_per_core_gib, d.tensor_parallel, d.pipeline_parallel, dp, d.zero1, d.precision
+    )
     if not estimate.fits:
-        yield error("distribution.tensor_parallel",
-                    f"does not fit: weights, gradients and optimizer state need {estimate.per_core_gib:.1f} GiB per NeuronCore, "
-                    f"{instance.name} has {estimate.available_per_core_gib:g} GiB",
-                    "raise tensor_parallel / pipeline_parallel, or turn on zero1")
+        yield error(
+            "distribution.tensor_parallel",
+            f"does not fit: weights, gradients and optimizer state need {estimate.per_core_gib:.1f} GiB per NeuronCore, "
+            f"{instance.name} has {estimate.available_per_core_gib:g} GiB",
+            "raise tensor_parallel / pipeline_parallel, or turn on zero1",
+        )
 
 
 def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
@@ -280,16 +339,31 @@ def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
     except CatalogError:
         return
     if dep.volume_gib is not None and instance.nvme_instance_storage:
-        yield error("deployment.volume_gib", f"{instance.name} has NVMe instance storage; SageMaker refuses VolumeSizeInGB for it",
-                    "remove deployment.volume_gib")
+        yield error(
+            "deployment.volume_gib",
+            f"{instance.name} has NVMe instance storage; SageMaker refuses VolumeSizeInGB for it",
+            "remove deployment.volume_gib",
+        )
     if dep.platform == "sagemaker" and dep.volume_gib is not None and dep.volume_gib > 512:
-        yield error("deployment.volume_gib", f"{dep.volume_gib} GiB is above SageMaker's 512 GiB endpoint volume limit", "use at most 512")
+        yield error(
+            "deployment.volume_gib",
+            f"{dep.volume_gib} GiB is above SageMaker's 512 GiB endpoint volume limit",
+            "use at most 512",
+        )
     if dep.autoscaling and not dep.autoscaling.min_instances <= dep.instance_count <= dep.autoscaling.max_instances:
-        yield error("deployment.instance_count", f"instance_count {dep.instance_count} is outside autoscaling "
-                    f"{dep.autoscaling.min_instances}-{dep.autoscaling.max_instances}", "make instance_count lie within min and max")
+        yield error(
+            "deployment.instance_count",
+            f"instance_count {dep.instance_count} is outside autoscaling "
+            f"{dep.autoscaling.min_instances}-{dep.autoscaling.max_instances}",
+            "make instance_count lie within min and max",
+        )
     if dep.container.kind != "neurondeploy" and len(spec.compile.buckets) > 1:
-        yield error("compile", "the Hugging Face LLM containers serve one static (batch size, sequence length); "
-                    f"{len(spec.compile.buckets)} buckets were given", "list one batch size and one sequence length")
+        yield error(
+            "compile",
+            "the Hugging Face LLM containers serve one static (batch size, sequence length); "
+            f"{len(spec.compile.buckets)} buckets were given",
+            "list one batch size and one sequence length",
+        )
 
 
 def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
@@ -298,12 +372,16 @@ def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
     script = source / spec.entry_point
     if not script.is_file():
         yield warning("entry_point", f"{script} does not exist here", "fix the path before `train` uploads source_dir")
-    elif (spec.distribution.tensor_parallel > 1 or spec.distribution.pipeline_parallel > 1) \
-            and REFERENCE_SCRIPT_MARKER in script.read_text(errors="replace")[:200]:
-        yield warning("distribution", "the reference training script runs tensor/pipeline parallel only with "
-                      "`train --local` (DTensor and torch pipelining on CPU); on Trainium it does data parallel "
-                      "and stops at start when TP or PP > 1",
-                      "check the layout with --local, then use an NxD Training (neuronx_distributed) script on Trn1")
+    elif (
+        spec.distribution.tensor_parallel > 1 or spec.distribution.pipeline_parallel > 1
+    ) and REFERENCE_SCRIPT_MARKER in script.read_text(errors="replace")[:200]:
+        yield warning(
+            "distribution",
+            "the reference training script runs tensor/pipeline parallel only with "
+            "`train --local` (DTensor and torch pipelining on CPU); on Trainium it does data parallel "
+            "and stops at start when TP or PP > 1",
+            "check the layout with --local, then use an NxD Training (neuronx_distributed) script on Trn1",
+        )
 
 
 def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
@@ -322,8 +400,16 @@ def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
 Check = Callable[[LoadedSpec], Iterable[Finding]]
 # The checks of each spec kind, in the order their findings are reported.
 CHECKS: dict[str, list[Check]] = {
-    "inference": [check_instance, check_sdk, check_image, check_compile_target, check_parallel_layout,
-                  check_model_path, check_inference_fit, check_sagemaker_endpoint],
+    "inference": [
+        check_instance,
+        check_sdk,
+        check_image,
+        check_compile_target,
+        check_parallel_layout,
+        check_model_path,
+        check_inference_fit,
+        check_sagemaker_endpoint,
+    ],
     "training": [check_instance, check_sdk, check_image, check_parallel_layout, check_entry_script, check_training_fit],
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pydantic import BaseModel
+
 from neurondeploy import catalog
 from neurondeploy.planner.checks import instance_of
 from neurondeploy.specs import InferenceSpec, LoadedSpec, TrainingSpec
@@ -25,18 +26,31 @@ class Cost(BaseModel):
 def plan_cost(loaded: LoadedSpec, resources) -> Cost:
     spec = loaded.spec
     instance = instance_of(spec)
-    items = [CostItem(what=f"{spec.instance_count} × {instance.name} on-demand (EC2, {instance.price_region})",
-                      hourly_usd=catalog.price_per_hour(instance, spec.instance_count), source=instance.price_source,
-                      confirmed=instance.price_confirmed)]
+    items = [
+        CostItem(
+            what=f"{spec.instance_count} × {instance.name} on-demand (EC2, {instance.price_region})",
+            hourly_usd=catalog.price_per_hour(instance, spec.instance_count),
+            source=instance.price_source,
+            confirmed=instance.price_confirmed,
+        )
+    ]
     notes = []
     if spec.platform == "sagemaker":
-        notes.append(f"SageMaker bills ml.{instance.name} above the EC2 price and no first-party ml.* price is in the "
-                     "catalogue: the total is a lower bound (query the AWS Pricing API for the exact figure)")
+        notes.append(
+            f"SageMaker bills ml.{instance.name} above the EC2 price and no first-party ml.* price is in the "
+            "catalogue: the total is a lower bound (query the AWS Pricing API for the exact figure)"
+        )
     notes += _KIND_NOTES[spec.kind](spec, instance)
     for resource in resources:
         if resource.hourly_usd:
-            items.append(CostItem(what=f"{resource.type} {resource.name}", hourly_usd=resource.hourly_usd,
-                                  source=resource.description or "list price, us-east-1", confirmed=False))
+            items.append(
+                CostItem(
+                    what=f"{resource.type} {resource.name}",
+                    hourly_usd=resource.hourly_usd,
+                    source=resource.description or "list price, us-east-1",
+                    confirmed=False,
+                )
+            )
     known = [item.hourly_usd for item in items if item.hourly_usd is not None]
     hourly = round(sum(known), 4) if known else None
     ceiling = None
@@ -55,8 +69,10 @@ def _inference_notes(spec: InferenceSpec, instance: catalog.InstanceType) -> lis
     scaling = spec.deployment.autoscaling
     if not scaling:
         return []
-    return [f"autoscaling between {scaling.min_instances} and {scaling.max_instances} instances: "
-            f"up to ${(catalog.price_per_hour(instance, scaling.max_instances) or 0):,.2f}/h at max"]
+    return [
+        f"autoscaling between {scaling.min_instances} and {scaling.max_instances} instances: "
+        f"up to ${(catalog.price_per_hour(instance, scaling.max_instances) or 0):,.2f}/h at max"
+    ]
 
 
 _KIND_NOTES = {"training": _training_notes, "inference": _inference_notes}

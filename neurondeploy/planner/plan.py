@@ -14,11 +14,11 @@ from pydantic import BaseModel, Field
 
 from neurondeploy.errors import PlanError
 from neurondeploy.planner.checks import Finding, errors_of, run_checks
-from neurondeploy.specs import LoadedSpec, load_spec
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.cost import Cost, plan_cost
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.validation import validate_request
+from neurondeploy.specs import LoadedSpec, load_spec
 
 PLAN_FORMAT = 1
 
@@ -26,7 +26,9 @@ PLAN_FORMAT = 1
 class PlannedRequest(BaseModel):
     service: str = Field(description="boto3 client name")
     operation: str = Field(description="botocore operation name")
-    params: dict[str, Any] = Field(description="the request's parameters; ${resource.Attribute} stands for IDs known only at apply")
+    params: dict[str, Any] = Field(
+        description="the request's parameters; ${resource.Attribute} stands for IDs known only at apply"
+    )
     validated: bool = Field(description="passed the strict offline check against the botocore service model")
     problems: list[str] = Field(default_factory=list, description="why the offline check refused it")
 
@@ -71,8 +73,13 @@ class PlanRefused(PlanError):
 
 def _planned(request) -> PlannedRequest:
     problems = validate_request(request.service, request.operation, request.params)
-    return PlannedRequest(service=request.service, operation=request.operation, params=request.params,
-                          validated=not problems, problems=problems)
+    return PlannedRequest(
+        service=request.service,
+        operation=request.operation,
+        params=request.params,
+        validated=not problems,
+        problems=problems,
+    )
 
 
 def build_plan(loaded: LoadedSpec) -> Plan:
@@ -82,20 +89,34 @@ def build_plan(loaded: LoadedSpec) -> Plan:
         raise PlanRefused(errors_of(findings))
     resources = deployment_resources(loaded.spec, plan_context(loaded))
     planned = [
-        PlannedResource(name=resource.name, type=resource.type, description=resource.description,
-                        depends_on=list(resource.depends_on), taggable=resource.taggable, lookup=resource.is_lookup, hourly_usd=resource.hourly_usd,
-                        requests=[_planned(r) for r in resource.create], delete_requests=[_planned(r) for r in resource.delete])
+        PlannedResource(
+            name=resource.name,
+            type=resource.type,
+            description=resource.description,
+            depends_on=list(resource.depends_on),
+            taggable=resource.taggable,
+            lookup=resource.is_lookup,
+            hourly_usd=resource.hourly_usd,
+            requests=[_planned(r) for r in resource.create],
+            delete_requests=[_planned(r) for r in resource.delete],
+        )
         for resource in resources
     ]
     requests = [r for resource in planned for r in resource.requests + resource.delete_requests]
     spec = loaded.spec
-    return Plan(name=spec.name, kind=spec.kind, region=spec.region, spec_file=loaded.source.file, spec_sha256=loaded.digest,
-                findings=[{"level": f.level, "field": f.field, "line": f.line, "text": f.one_line()} for f in findings],
-                cost=plan_cost(loaded, resources), resources=planned, request_count=len(requests),
-                validated_count=sum(r.validated for r in requests))
+    return Plan(
+        name=spec.name,
+        kind=spec.kind,
+        region=spec.region,
+        spec_file=loaded.source.file,
+        spec_sha256=loaded.digest,
+        findings=[{"level": f.level, "field": f.field, "line": f.line, "text": f.one_line()} for f in findings],
+        cost=plan_cost(loaded, resources),
+        resources=planned,
+        request_count=len(requests),
+        validated_count=sum(r.validated for r in requests),
+    )
 
 
 def build_plan_for_file(path: str | Path) -> Plan:
     return build_plan(load_spec(path))
-
-

@@ -12,24 +12,46 @@ from neurondeploy.planner import sizing
 from neurondeploy.specs.inference import ModelArchitecture
 
 
-def architecture_of(model: str | Path | None = None, *, layers: int | None = None, hidden: int | None = None,
-                    heads: int | None = None, kv_heads: int | None = None, vocab: int | None = None,
-                    intermediate: int | None = None, params: int | None = None,
-                    gated_mlp: bool = False) -> ModelArchitecture:
+def architecture_of(
+    model: str | Path | None = None,
+    *,
+    layers: int | None = None,
+    hidden: int | None = None,
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    vocab: int | None = None,
+    intermediate: int | None = None,
+    params: int | None = None,
+    gated_mlp: bool = False,
+) -> ModelArchitecture:
     """From a model directory's config.json, or from the shape given number by number."""
     if model:
         return sizing.architecture_from_config(model)
-    missing = [flag for flag, value in (("--layers", layers), ("--hidden", hidden), ("--heads", heads)) if value is None]
+    missing = [
+        flag for flag, value in (("--layers", layers), ("--hidden", hidden), ("--heads", heads)) if value is None
+    ]
     if missing:
-        raise PlanError(f"size needs --model DIR or the model's shape; missing {', '.join(missing)}",
-                        "e.g. --layers 32 --hidden 4096 --heads 32 --kv-heads 8 --vocab 128256 --intermediate 14336 --gated-mlp")
+        raise PlanError(
+            f"size needs --model DIR or the model's shape; missing {', '.join(missing)}",
+            "e.g. --layers 32 --hidden 4096 --heads 32 --kv-heads 8 --vocab 128256 --intermediate 14336 --gated-mlp",
+        )
     try:
-        return ModelArchitecture(layers=layers, hidden_size=hidden, attention_heads=heads, kv_heads=kv_heads,
-                                 vocab_size=vocab, intermediate_size=intermediate, parameters=params, gated_mlp=gated_mlp)
+        return ModelArchitecture(
+            layers=layers,
+            hidden_size=hidden,
+            attention_heads=heads,
+            kv_heads=kv_heads,
+            vocab_size=vocab,
+            intermediate_size=intermediate,
+            parameters=params,
+            gated_mlp=gated_mlp,
+        )
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         field = ".".join(str(part) for part in first["loc"]) or "shape"
-        raise PlanError(f"model shape: {field}: {first['msg']}", "check the numbers against the model's config.json") from None
+        raise PlanError(
+            f"model shape: {field}: {first['msg']}", "check the numbers against the model's config.json"
+        ) from None
 
 
 def check_load(batch: int, seq: int) -> None:
@@ -38,8 +60,9 @@ def check_load(batch: int, seq: int) -> None:
             raise PlanError(f"{flag} must be at least 1, got {value}", f"pass a positive {flag}")
 
 
-def size_report(arch: ModelArchitecture, *, batch: int, seq: int, dtype: str, backend: str,
-                region: str | None = None) -> dict:
+def size_report(
+    arch: ModelArchitecture, *, batch: int, seq: int, dtype: str, backend: str, region: str | None = None
+) -> dict:
     check_load(batch, seq)
     options = sizing.size_options(arch, batch, seq, dtype, backend, region)
     return {

@@ -48,7 +48,9 @@ def architecture_from_config(model_dir: str | Path) -> ModelArchitecture:
     try:
         config = json.loads(config_path.read_text())
     except FileNotFoundError:
-        raise PlanError(f"{config_path}: no config.json", "give a Hugging Face model directory or model.architecture") from None
+        raise PlanError(
+            f"{config_path}: no config.json", "give a Hugging Face model directory or model.architecture"
+        ) from None
     except (OSError, ValueError) as exc:
         raise PlanError(f"{config_path}: unreadable config ({exc})", "check the model directory") from None
     config = config.get("text_config", config)
@@ -140,7 +142,9 @@ def inference_memory(
         notes.append(f"{arch.kv_heads} KV heads replicated to {effective_kv} for TP={tp}")
     headroom = hbm_per_core_gib * RUNTIME_HEADROOM_FRACTION
     per_core = (weights + kv_cache) / tp / GIB + headroom
-    return MemoryEstimate(tp, weights / GIB, kv_cache / GIB, 0.0, headroom, per_core, hbm_per_core_gib, padded, effective_kv, notes)
+    return MemoryEstimate(
+        tp, weights / GIB, kv_cache / GIB, 0.0, headroom, per_core, hbm_per_core_gib, padded, effective_kv, notes
+    )
 
 
 def training_memory(
@@ -155,8 +159,9 @@ def training_memory(
     per_core = (weights + state) / GIB + headroom
     padded, effective_kv = head_layout(arch, tp)
     notes = ["activations not counted: enable gradient checkpointing if the first steps run out of memory"]
-    return MemoryEstimate(tp, weights * tp * pp / GIB, 0.0, state / GIB, headroom, per_core, hbm_per_core_gib,
-                          padded, effective_kv, notes)
+    return MemoryEstimate(
+        tp, weights * tp * pp / GIB, 0.0, state / GIB, headroom, per_core, hbm_per_core_gib, padded, effective_kv, notes
+    )
 
 
 @dataclass
@@ -184,7 +189,16 @@ def size_options(
                 continue
             estimate = inference_memory(arch, instance.hbm_per_core_gib, tp, batch, sequence, dtype)
             if estimate.fits:
-                options.append(SizingOption(instance.name, tp, instance.neuron_cores // tp, round(estimate.per_core_gib, 2),
-                                            instance.hbm_per_core_gib, instance.price_usd_per_hour, instance.price_confirmed,
-                                            estimate.notes))
+                options.append(
+                    SizingOption(
+                        instance.name,
+                        tp,
+                        instance.neuron_cores // tp,
+                        round(estimate.per_core_gib, 2),
+                        instance.hbm_per_core_gib,
+                        instance.price_usd_per_hour,
+                        instance.price_confirmed,
+                        estimate.notes,
+                    )
+                )
     return sorted(options, key=lambda o: (o.hourly_usd if o.hourly_usd is not None else math.inf, o.tensor_parallel))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from neurondeploy.resources.refs import ref
+from neurondeploy.resources.kinds import Attr, Describe, Find, Kind, Reader, Scan, done, it, ours
 from neurondeploy.resources.model import Request, Resource, resource
 from neurondeploy.resources.naming import ownership_tags, tag_list
-from neurondeploy.resources.kinds import Attr, Describe, Find, Kind, Reader, Scan, done, it, ours
+from neurondeploy.resources.refs import ref
 from neurondeploy.specs import InferenceSpec
 
 _VALIDATION = "Certificate.DomainValidationOptions[0].ResourceRecord"
@@ -23,20 +23,36 @@ def certificate_arn(spec: InferenceSpec) -> str | None:
 
 def certificate_resource(spec: InferenceSpec) -> Resource:
     arn = ref("certificate", "CertificateArn")
-    return resource("certificate", "acm:certificate", [
-        Request("acm", "RequestCertificate", {
-            "DomainName": spec.dns.record_name, "ValidationMethod": "DNS",
-            # No IdempotencyToken: a token derived from the spec would, within the hour after a destroy, name the
-            # certificate just deleted. Retries are safe without it: state records the ARN as soon as it returns.
-            "Tags": tag_list(ownership_tags(spec)),
-        }, {"CertificateArn": "CertificateArn"}),
-        # The validation CNAME appears a few seconds after the request: the executor retries until it is there.
-        Request("acm", "DescribeCertificate", {"CertificateArn": arn}, {
-            "ValidationRecordName": f"{_VALIDATION}.Name",
-            "ValidationRecordValue": f"{_VALIDATION}.Value",
-        }),
-    ], [Request("acm", "DeleteCertificate", {"CertificateArn": arn})],
-        description=f"ACM certificate for {spec.dns.record_name}, DNS-validated in zone {spec.dns.zone_name}")
+    return resource(
+        "certificate",
+        "acm:certificate",
+        [
+            Request(
+                "acm",
+                "RequestCertificate",
+                {
+                    "DomainName": spec.dns.record_name,
+                    "ValidationMethod": "DNS",
+                    # No IdempotencyToken: a token derived from the spec would, within the hour after a destroy, name the
+                    # certificate just deleted. Retries are safe without it: state records the ARN as soon as it returns.
+                    "Tags": tag_list(ownership_tags(spec)),
+                },
+                {"CertificateArn": "CertificateArn"},
+            ),
+            # The validation CNAME appears a few seconds after the request: the executor retries until it is there.
+            Request(
+                "acm",
+                "DescribeCertificate",
+                {"CertificateArn": arn},
+                {
+                    "ValidationRecordName": f"{_VALIDATION}.Name",
+                    "ValidationRecordValue": f"{_VALIDATION}.Value",
+                },
+            ),
+        ],
+        [Request("acm", "DeleteCertificate", {"CertificateArn": arn})],
+        description=f"ACM certificate for {spec.dns.record_name}, DNS-validated in zone {spec.dns.zone_name}",
+    )
 
 
 # --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
@@ -51,7 +67,9 @@ def _find_certificates(scan: Scan) -> None:
         for summary in page.get("CertificateSummaryList", []):
             arn = summary["CertificateArn"]
             if ours(scan.call("acm", "ListTagsForCertificate", {"CertificateArn": arn}).get("Tags"), scan.deployment):
-                scan.add("acm:certificate", arn, f"certificate for {summary.get('DomainName')} ({summary.get('Status')})")
+                scan.add(
+                    "acm:certificate", arn, f"certificate for {summary.get('DomainName')} ({summary.get('Status')})"
+                )
                 found.append(scan.call("acm", "DescribeCertificate", {"CertificateArn": arn})["Certificate"])
     scan.certificates = found
 
@@ -61,10 +79,17 @@ def _acm_tags(aws: Reader, obj: dict, ids: Mapping) -> Any:
 
 
 KINDS = (
-    Kind("acm:certificate",
-         describe=Describe(Request("acm", "DescribeCertificate", {"CertificateArn": it("CertificateArn")}), "Certificate",
-                           (Attr("domain", "DomainName", "RequestCertificate", "DomainName"),),
-                           bad=("Status", ("EXPIRED", "REVOKED", "FAILED", "VALIDATION_TIMED_OUT")), tags=_acm_tags),
-         find=Find("acm", 600, _find_certificates),  # before the records: they need its certificates
-         delete=lambda d, arn: done(d.call("acm", "DeleteCertificate", {"CertificateArn": arn})), order=120),
+    Kind(
+        "acm:certificate",
+        describe=Describe(
+            Request("acm", "DescribeCertificate", {"CertificateArn": it("CertificateArn")}),
+            "Certificate",
+            (Attr("domain", "DomainName", "RequestCertificate", "DomainName"),),
+            bad=("Status", ("EXPIRED", "REVOKED", "FAILED", "VALIDATION_TIMED_OUT")),
+            tags=_acm_tags,
+        ),
+        find=Find("acm", 600, _find_certificates),  # before the records: they need its certificates
+        delete=lambda d, arn: done(d.call("acm", "DeleteCertificate", {"CertificateArn": arn})),
+        order=120,
+    ),
 )

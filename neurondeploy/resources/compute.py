@@ -13,11 +13,10 @@ import json
 import shlex
 
 from neurondeploy.errors import PlanError
-from neurondeploy.resources.refs import find_refs, ref
-from neurondeploy.resources.model import PlanContext, Request, Resource, resource
-from neurondeploy.resources.naming import aws_name, ec2_tags, ownership_tags, split_s3, tag_list
-from neurondeploy.resources.naming import DEPLOYMENT_TAG
 from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Find, Kind, Scan, done, it, ours, tagged
+from neurondeploy.resources.model import PlanContext, Request, Resource, resource
+from neurondeploy.resources.naming import DEPLOYMENT_TAG, aws_name, ec2_tags, ownership_tags, split_s3, tag_list
+from neurondeploy.resources.refs import find_refs, ref
 from neurondeploy.specs import InferenceSpec
 
 USER_DATA_MAX_BYTES = 16 * 1024  # EC2 limit, before base64
@@ -30,32 +29,65 @@ def ami_resource(ctx: PlanContext, min_root_gib: int | None = None) -> Resource:
     """The AMI id, its root device name, and the root volume size: the larger of ``min_root_gib`` and the
     image's snapshot (a smaller size fails to launch; omitting it is refused by some APIs and emulators)."""
     biggest = "max(Images[0].BlockDeviceMappings[].Ebs.VolumeSize || `[]`) || `1`"
-    describe_outputs = {"RootDeviceName": "Images[0].RootDeviceName",
-                        "RootVolumeSize": f"max([`{min_root_gib or 1}`, {biggest}])"}
+    describe_outputs = {
+        "RootDeviceName": "Images[0].RootDeviceName",
+        "RootVolumeSize": f"max([`{min_root_gib or 1}`, {biggest}])",
+    }
     if ctx.ami_id:
-        describe = Request("ec2", "DescribeImages", {"ImageIds": [ctx.ami_id]},
-                           {"ImageId": "Images[0].ImageId", **describe_outputs})
-        return resource("ami", "ec2:image-lookup", [describe], taggable=False,
-                        description=f"The given AMI {ctx.ami_id}, its root device and size; reads only")
+        describe = Request(
+            "ec2", "DescribeImages", {"ImageIds": [ctx.ami_id]}, {"ImageId": "Images[0].ImageId", **describe_outputs}
+        )
+        return resource(
+            "ami",
+            "ec2:image-lookup",
+            [describe],
+            taggable=False,
+            description=f"The given AMI {ctx.ami_id}, its root device and size; reads only",
+        )
     get = Request("ssm", "GetParameter", {"Name": ctx.ami_ssm_parameter}, {"ImageId": "Parameter.Value"})
     describe = Request("ec2", "DescribeImages", {"ImageIds": [ref("ami", "ImageId")]}, describe_outputs)
-    return resource("ami", "ssm:parameter-lookup", [get, describe], taggable=False,
-                    description=f"Neuron DLAMI id from the public SSM parameter {ctx.ami_ssm_parameter}; reads only")
+    return resource(
+        "ami",
+        "ssm:parameter-lookup",
+        [get, describe],
+        taggable=False,
+        description=f"Neuron DLAMI id from the public SSM parameter {ctx.ami_ssm_parameter}; reads only",
+    )
 
 
-def user_data_script(spec: InferenceSpec, artifact_s3_uri: str, *, venv: str = PlanContext.neuron_venv,
-                     install_requirement: str = PlanContext.install_requirement) -> str:
+def user_data_script(
+    spec: InferenceSpec,
+    artifact_s3_uri: str,
+    *,
+    venv: str = PlanContext.neuron_venv,
+    install_requirement: str = PlanContext.install_requirement,
+) -> str:
     """Boot script: install neurondeploy into the DLAMI's Neuron PyTorch venv, fetch and unpack the
     artifact, run ``neurondeploy serve`` under systemd (restarted on failure, started on every boot)."""
     unresolvable = find_refs(artifact_s3_uri) - {("account", "Account")}
     if unresolvable:
-        raise PlanError(f"the artifact URI {artifact_s3_uri} holds values known only at apply ({sorted(unresolvable)})",
-                        "give PlanContext.artifact_s3_uri as a plain s3:// URI")
+        raise PlanError(
+            f"the artifact URI {artifact_s3_uri} holds values known only at apply ({sorted(unresolvable)})",
+            "give PlanContext.artifact_s3_uri as a plain s3:// URI",
+        )
     bucket, key = split_s3(artifact_s3_uri)
     # systemd expands % specifiers: double them so values arrive as written.
-    env = "".join(f"Environment={shlex.quote(f'{k}={v}'.replace('%', '%%'))}\n" for k, v in spec.deployment.container.env.items())
-    serve = shlex.join([f"{venv}/bin/neurondeploy", "serve", f"{APP_DIR}/spec.json", "--artifact", f"{APP_DIR}/artifact",
-                        "--host", "0.0.0.0", "--port", str(spec.serving.port)])
+    env = "".join(
+        f"Environment={shlex.quote(f'{k}={v}'.replace('%', '%%'))}\n" for k, v in spec.deployment.container.env.items()
+    )
+    serve = shlex.join(
+        [
+            f"{venv}/bin/neurondeploy",
+            "serve",
+            f"{APP_DIR}/spec.json",
+            "--artifact",
+            f"{APP_DIR}/artifact",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(spec.serving.port),
+        ]
+    )
     return f"""#!/bin/bash
 # neurondeploy {spec.name}: serving instance bootstrap (cloud-init runs it once, as root)
 set -euo pipefail
@@ -101,12 +133,21 @@ systemctl enable --now neurondeploy.service
 def launch_template_resource(spec: InferenceSpec, ctx: PlanContext, artifact_s3_uri: str) -> Resource:
     script = user_data_script(spec, artifact_s3_uri, venv=ctx.neuron_venv, install_requirement=ctx.install_requirement)
     if len(script.encode()) > USER_DATA_MAX_BYTES:
-        raise PlanError(f"instance user data is {len(script.encode())} bytes; EC2 allows {USER_DATA_MAX_BYTES}",
-                        "shorten deployment.container.env")
+        raise PlanError(
+            f"instance user data is {len(script.encode())} bytes; EC2 allows {USER_DATA_MAX_BYTES}",
+            "shorten deployment.container.env",
+        )
     name = aws_name(spec, "lt", 128)
-    ebs = {"Encrypted": True, "VolumeType": "gp3", "DeleteOnTermination": True, "VolumeSize": ref("ami", "RootVolumeSize")}
-    instance_tags = [{"ResourceType": kind, "Tags": tag_list(ownership_tags(spec))}
-                     for kind in ("instance", "volume", "network-interface")]
+    ebs = {
+        "Encrypted": True,
+        "VolumeType": "gp3",
+        "DeleteOnTermination": True,
+        "VolumeSize": ref("ami", "RootVolumeSize"),
+    }
+    instance_tags = [
+        {"ResourceType": kind, "Tags": tag_list(ownership_tags(spec))}
+        for kind in ("instance", "volume", "network-interface")
+    ]
     data = {
         "ImageId": ref("ami", "ImageId"),
         "InstanceType": spec.deployment.instance_type,
@@ -119,14 +160,27 @@ def launch_template_resource(spec: InferenceSpec, ctx: PlanContext, artifact_s3_
         "TagSpecifications": instance_tags,
     }
     template_id = ref("launch-template", "LaunchTemplateId")
-    return resource("launch-template", "ec2:launch-template", [
-        Request("ec2", "CreateLaunchTemplate", {
-            "LaunchTemplateName": name, "LaunchTemplateData": data,
-            "TagSpecifications": ec2_tags(spec, "launch-template", name),
-        }, {"LaunchTemplateId": "LaunchTemplate.LaunchTemplateId",
-            "Version": "to_string(LaunchTemplate.LatestVersionNumber)"}),
-    ], [Request("ec2", "DeleteLaunchTemplate", {"LaunchTemplateId": template_id})],
-        description=f"{spec.deployment.instance_type}, Neuron DLAMI, IMDSv2, encrypted root volume, no SSH key")
+    return resource(
+        "launch-template",
+        "ec2:launch-template",
+        [
+            Request(
+                "ec2",
+                "CreateLaunchTemplate",
+                {
+                    "LaunchTemplateName": name,
+                    "LaunchTemplateData": data,
+                    "TagSpecifications": ec2_tags(spec, "launch-template", name),
+                },
+                {
+                    "LaunchTemplateId": "LaunchTemplate.LaunchTemplateId",
+                    "Version": "to_string(LaunchTemplate.LatestVersionNumber)",
+                },
+            ),
+        ],
+        [Request("ec2", "DeleteLaunchTemplate", {"LaunchTemplateId": template_id})],
+        description=f"{spec.deployment.instance_type}, Neuron DLAMI, IMDSv2, encrypted root volume, no SSH key",
+    )
 
 
 def capacity(spec: InferenceSpec) -> tuple[int, int, int]:
@@ -142,37 +196,64 @@ def autoscaling_group_resource(spec: InferenceSpec, subnet_ids: list[str], *, af
     low, high, desired = capacity(spec)
     deployment = spec.deployment
     grace = deployment.model_download_timeout_s + deployment.health_check_timeout_s + INSTALL_SECONDS
-    tags = [{"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": name, "ResourceType": "auto-scaling-group"}
-            for k, v in ownership_tags(spec).items()]
-    create = [Request("autoscaling", "CreateAutoScalingGroup", {
-        "AutoScalingGroupName": name,
-        "LaunchTemplate": {"LaunchTemplateId": ref("launch-template", "LaunchTemplateId"),
-                           "Version": ref("launch-template", "Version")},
-        "MinSize": low, "MaxSize": high, "DesiredCapacity": desired,
-        "VPCZoneIdentifier": ",".join(subnet_ids),
-        "TargetGroupARNs": [ref("target-group", "TargetGroupArn")],
-        # ELB health: an instance whose /ping fails is replaced, after time to install, download and load.
-        "HealthCheckType": "ELB", "HealthCheckGracePeriod": grace,
-        "Tags": tags,
-    })]
+    tags = [
+        {"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": name, "ResourceType": "auto-scaling-group"}
+        for k, v in ownership_tags(spec).items()
+    ]
+    create = [
+        Request(
+            "autoscaling",
+            "CreateAutoScalingGroup",
+            {
+                "AutoScalingGroupName": name,
+                "LaunchTemplate": {
+                    "LaunchTemplateId": ref("launch-template", "LaunchTemplateId"),
+                    "Version": ref("launch-template", "Version"),
+                },
+                "MinSize": low,
+                "MaxSize": high,
+                "DesiredCapacity": desired,
+                "VPCZoneIdentifier": ",".join(subnet_ids),
+                "TargetGroupARNs": [ref("target-group", "TargetGroupArn")],
+                # ELB health: an instance whose /ping fails is replaced, after time to install, download and load.
+                "HealthCheckType": "ELB",
+                "HealthCheckGracePeriod": grace,
+                "Tags": tags,
+            },
+        )
+    ]
     if deployment.autoscaling:
         # EC2 target tracking has one warm-up, not the spec's per-direction cooldowns (those are SageMaker's).
-        create.append(Request("autoscaling", "PutScalingPolicy", {
-            "AutoScalingGroupName": name, "PolicyName": f"{spec.name}-requests-per-target",
-            "PolicyType": "TargetTrackingScaling", "EstimatedInstanceWarmup": grace,
-            "TargetTrackingConfiguration": {
-                "PredefinedMetricSpecification": {
-                    "PredefinedMetricType": "ALBRequestCountPerTarget",
-                    "ResourceLabel": f"{ref('alb', 'FullName')}/{ref('target-group', 'FullName')}"},
-                "TargetValue": float(deployment.autoscaling.target_invocations_per_instance)},
-        }))
+        create.append(
+            Request(
+                "autoscaling",
+                "PutScalingPolicy",
+                {
+                    "AutoScalingGroupName": name,
+                    "PolicyName": f"{spec.name}-requests-per-target",
+                    "PolicyType": "TargetTrackingScaling",
+                    "EstimatedInstanceWarmup": grace,
+                    "TargetTrackingConfiguration": {
+                        "PredefinedMetricSpecification": {
+                            "PredefinedMetricType": "ALBRequestCountPerTarget",
+                            "ResourceLabel": f"{ref('alb', 'FullName')}/{ref('target-group', 'FullName')}",
+                        },
+                        "TargetValue": float(deployment.autoscaling.target_invocations_per_instance),
+                    },
+                },
+            )
+        )
     # No botocore waiter for ASG deletion: the executor polls DescribeAutoScalingGroups until the group is
     # gone (its instances terminated) before deleting the launch template and security groups.
-    return resource("asg", "autoscaling:group", create,
-                    [Request("autoscaling", "DeleteAutoScalingGroup", {"AutoScalingGroupName": name, "ForceDelete": True})],
-                    after=after,
-                    description=f"{low}-{high} × {deployment.instance_type} behind the target group (ELB health checks)"
-                    + ("; target tracking on ALBRequestCountPerTarget" if deployment.autoscaling else ""))
+    return resource(
+        "asg",
+        "autoscaling:group",
+        create,
+        [Request("autoscaling", "DeleteAutoScalingGroup", {"AutoScalingGroupName": name, "ForceDelete": True})],
+        after=after,
+        description=f"{low}-{high} × {deployment.instance_type} behind the target group (ELB health checks)"
+        + ("; target tracking on ALBRequestCountPerTarget" if deployment.autoscaling else ""),
+    )
 
 
 # --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
@@ -183,20 +264,29 @@ _VOLUME_STATES = ["creating", "available", "in-use", "error"]
 
 def _find_groups(scan: Scan) -> None:
     # Auto Scaling groups are not in the tagging API's GetResources (AWS documents it; moto agrees).
-    params = {"Filters": [{"Name": "tag-key", "Values": [DEPLOYMENT_TAG]}, {"Name": "tag-value", "Values": [scan.deployment]}]}
+    params = {
+        "Filters": [{"Name": "tag-key", "Values": [DEPLOYMENT_TAG]}, {"Name": "tag-value", "Values": [scan.deployment]}]
+    }
     for page in scan.paged.call("autoscaling", "DescribeAutoScalingGroups", params):
         for group in page.get("AutoScalingGroups", []):
             if ours(group.get("Tags"), scan.deployment):  # the two filters match the key and the value separately
                 status = f" ({group['Status']})" if group.get("Status") else ""
-                scan.add("autoscaling:group", group["AutoScalingGroupName"],
-                         f"Auto Scaling group, {len(group.get('Instances', []))} instances{status}")
+                scan.add(
+                    "autoscaling:group",
+                    group["AutoScalingGroupName"],
+                    f"Auto Scaling group, {len(group.get('Instances', []))} instances{status}",
+                )
 
 
 def _delete_group(d: Caller, name: str) -> bool:
     deleted = done(d.call("autoscaling", "DeleteAutoScalingGroup", {"AutoScalingGroupName": name, "ForceDelete": True}))
     # No botocore waiter: the group exists ("Delete in progress") until its instances are terminated.
-    d.poll_until_gone(f"Auto Scaling group {name}", lambda: (d.call(
-        "autoscaling", "DescribeAutoScalingGroups", {"AutoScalingGroupNames": [name]}) or {}).get("AutoScalingGroups"))
+    d.poll_until_gone(
+        f"Auto Scaling group {name}",
+        lambda: (d.call("autoscaling", "DescribeAutoScalingGroups", {"AutoScalingGroupNames": [name]}) or {}).get(
+            "AutoScalingGroups"
+        ),
+    )
     return deleted
 
 
@@ -209,39 +299,96 @@ def _terminate_instance(d: Caller, instance_id: str) -> bool:
 
 # Launch templates are checked for existence (and tags) only: versions are immutable and the group pins one.
 KINDS = (
-    Kind("ec2:instance",
-         find=tagged("ec2:instance", Request("ec2", "DescribeInstances", {
-             "Filters": [*TAGGED, {"Name": "instance-state-name", "Values": _INSTANCE_STATES}]}),
-             "Reservations[].Instances[]", "InstanceId", 10,
-             detail=lambda i: f"instance {i.get('InstanceType')} {i['State']['Name']}"),
-         delete=_terminate_instance, order=70),
-    Kind("ec2:launch-template",
-         describe=Describe(Request("ec2", "DescribeLaunchTemplates", {"LaunchTemplateIds": [it("LaunchTemplateId")]}),
-                           "LaunchTemplates[0]"),
-         find=tagged("ec2:launch-template", Request("ec2", "DescribeLaunchTemplates", {"Filters": TAGGED}),
-                     "LaunchTemplates", "LaunchTemplateId", 80, extra="LaunchTemplateName"),
-         delete=lambda d, i: done(d.call("ec2", "DeleteLaunchTemplate", {"LaunchTemplateId": i})), order=150),
-    Kind("ec2:network-interface",
-         find=tagged("ec2:network-interface", Request("ec2", "DescribeNetworkInterfaces", {"Filters": TAGGED}),
-                     "NetworkInterfaces", "NetworkInterfaceId", 90, extra="Status"),
-         delete=lambda d, i: done(d.call("ec2", "DeleteNetworkInterface", {"NetworkInterfaceId": i})), order=200),
-    Kind("ec2:volume",
-         find=tagged("ec2:volume", Request("ec2", "DescribeVolumes", {
-             "Filters": [*TAGGED, {"Name": "status", "Values": _VOLUME_STATES}]}), "Volumes", "VolumeId", 100, extra="State"),
-         delete=lambda d, i: done(d.call("ec2", "DeleteVolume", {"VolumeId": i})), order=210),
-    Kind("autoscaling:group",
-         describe=Describe(
-             Request("autoscaling", "DescribeAutoScalingGroups", {"AutoScalingGroupNames": [it("AutoScalingGroupName")]}),
-             "AutoScalingGroups[0]", (
-                 Attr("min size", "MinSize", "CreateAutoScalingGroup", "MinSize"),
-                 Attr("max size", "MaxSize", "CreateAutoScalingGroup", "MaxSize"),
-                 # Desired capacity moves with scaling; compared only for a fixed-size group (min == max).
-                 Attr("desired capacity", "DesiredCapacity", "CreateAutoScalingGroup",
-                      "MinSize == MaxSize && DesiredCapacity || `null`"),
-                 Attr("launch template", "LaunchTemplate.LaunchTemplateId", "CreateAutoScalingGroup",
-                      "LaunchTemplate.LaunchTemplateId"),
-                 Attr("target groups", "TargetGroupARNs", "CreateAutoScalingGroup", "TargetGroupARNs", True)),
-             gone=("Status", ("Delete in progress",))),
-         find=Find("autoscaling", 300, _find_groups),
-         delete=_delete_group, order=60, arn=("autoscaling", "autoScalingGroup")),
+    Kind(
+        "ec2:instance",
+        find=tagged(
+            "ec2:instance",
+            Request(
+                "ec2",
+                "DescribeInstances",
+                {"Filters": [*TAGGED, {"Name": "instance-state-name", "Values": _INSTANCE_STATES}]},
+            ),
+            "Reservations[].Instances[]",
+            "InstanceId",
+            10,
+            detail=lambda i: f"instance {i.get('InstanceType')} {i['State']['Name']}",
+        ),
+        delete=_terminate_instance,
+        order=70,
+    ),
+    Kind(
+        "ec2:launch-template",
+        describe=Describe(
+            Request("ec2", "DescribeLaunchTemplates", {"LaunchTemplateIds": [it("LaunchTemplateId")]}),
+            "LaunchTemplates[0]",
+        ),
+        find=tagged(
+            "ec2:launch-template",
+            Request("ec2", "DescribeLaunchTemplates", {"Filters": TAGGED}),
+            "LaunchTemplates",
+            "LaunchTemplateId",
+            80,
+            extra="LaunchTemplateName",
+        ),
+        delete=lambda d, i: done(d.call("ec2", "DeleteLaunchTemplate", {"LaunchTemplateId": i})),
+        order=150,
+    ),
+    Kind(
+        "ec2:network-interface",
+        find=tagged(
+            "ec2:network-interface",
+            Request("ec2", "DescribeNetworkInterfaces", {"Filters": TAGGED}),
+            "NetworkInterfaces",
+            "NetworkInterfaceId",
+            90,
+            extra="Status",
+        ),
+        delete=lambda d, i: done(d.call("ec2", "DeleteNetworkInterface", {"NetworkInterfaceId": i})),
+        order=200,
+    ),
+    Kind(
+        "ec2:volume",
+        find=tagged(
+            "ec2:volume",
+            Request("ec2", "DescribeVolumes", {"Filters": [*TAGGED, {"Name": "status", "Values": _VOLUME_STATES}]}),
+            "Volumes",
+            "VolumeId",
+            100,
+            extra="State",
+        ),
+        delete=lambda d, i: done(d.call("ec2", "DeleteVolume", {"VolumeId": i})),
+        order=210,
+    ),
+    Kind(
+        "autoscaling:group",
+        describe=Describe(
+            Request(
+                "autoscaling", "DescribeAutoScalingGroups", {"AutoScalingGroupNames": [it("AutoScalingGroupName")]}
+            ),
+            "AutoScalingGroups[0]",
+            (
+                Attr("min size", "MinSize", "CreateAutoScalingGroup", "MinSize"),
+                Attr("max size", "MaxSize", "CreateAutoScalingGroup", "MaxSize"),
+                # Desired capacity moves with scaling; compared only for a fixed-size group (min == max).
+                Attr(
+                    "desired capacity",
+                    "DesiredCapacity",
+                    "CreateAutoScalingGroup",
+                    "MinSize == MaxSize && DesiredCapacity || `null`",
+                ),
+                Attr(
+                    "launch template",
+                    "LaunchTemplate.LaunchTemplateId",
+                    "CreateAutoScalingGroup",
+                    "LaunchTemplate.LaunchTemplateId",
+                ),
+                Attr("target groups", "TargetGroupARNs", "CreateAutoScalingGroup", "TargetGroupARNs", True),
+            ),
+            gone=("Status", ("Delete in progress",)),
+        ),
+        find=Find("autoscaling", 300, _find_groups),
+        delete=_delete_group,
+        order=60,
+        arn=("autoscaling", "autoScalingGroup"),
+    ),
 )

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from neurondeploy.resources.refs import ref
+from neurondeploy.resources.kinds import Attr, Caller, Describe, Find, Kind, Reader, Scan, done, it, ours
 from neurondeploy.resources.model import Request, Resource, Wait, resource
 from neurondeploy.resources.naming import aws_name, ownership_tags, tag_list
-from neurondeploy.resources.kinds import Attr, Caller, Describe, Find, Kind, Reader, Scan, done, it, ours
+from neurondeploy.resources.refs import ref
 from neurondeploy.specs import InferenceSpec
 
 ELB_NAME_MAX = 32  # LoadBalancerName / TargetGroupName
@@ -21,43 +21,89 @@ HEALTH_CHECK_PATH = "/ping"  # the SageMaker container contract our server imple
 
 def alb_resource(spec: InferenceSpec, subnet_ids: list[str], *, after: list[str]) -> Resource:
     arn = ref("alb", "LoadBalancerArn")
-    return resource("alb", "elbv2:load-balancer", [
-        Request("elbv2", "CreateLoadBalancer", {
-            "Name": aws_name(spec, "alb", ELB_NAME_MAX), "Subnets": list(subnet_ids),
-            "SecurityGroups": [ref("sg-alb", "GroupId")], "Scheme": "internet-facing", "Type": "application",
-            "IpAddressType": "ipv4", "Tags": tag_list(ownership_tags(spec)),
-        }, {
-            "LoadBalancerArn": "LoadBalancers[0].LoadBalancerArn",
-            "DNSName": "LoadBalancers[0].DNSName",
-            "CanonicalHostedZoneId": "LoadBalancers[0].CanonicalHostedZoneId",
-            # "app/<name>/<id>": the label ALBRequestCountPerTarget scaling needs (see extract_outputs' after()).
-            "FullName": "after(LoadBalancers[0].LoadBalancerArn, ':loadbalancer/')",
-        }, Wait("LoadBalancerAvailable", {"LoadBalancerArns": [arn]})),
-        # Requests with malformed headers are dropped rather than passed to the model server.
-        Request("elbv2", "ModifyLoadBalancerAttributes", {"LoadBalancerArn": arn, "Attributes": [
-            {"Key": "routing.http.drop_invalid_header_fields.enabled", "Value": "true"}]}),
-    ], [Request("elbv2", "DeleteLoadBalancer", {"LoadBalancerArn": arn},
-                wait=Wait("LoadBalancersDeleted", {"LoadBalancerArns": [arn]}))],
-        after=after, hourly_usd=ALB_USD_PER_HOUR,
-        description="Internet-facing ALB; $0.0225/h + LCUs (list price, us-east-1, unconfirmed; LCUs ignored)")
+    return resource(
+        "alb",
+        "elbv2:load-balancer",
+        [
+            Request(
+                "elbv2",
+                "CreateLoadBalancer",
+                {
+                    "Name": aws_name(spec, "alb", ELB_NAME_MAX),
+                    "Subnets": list(subnet_ids),
+                    "SecurityGroups": [ref("sg-alb", "GroupId")],
+                    "Scheme": "internet-facing",
+                    "Type": "application",
+                    "IpAddressType": "ipv4",
+                    "Tags": tag_list(ownership_tags(spec)),
+                },
+                {
+                    "LoadBalancerArn": "LoadBalancers[0].LoadBalancerArn",
+                    "DNSName": "LoadBalancers[0].DNSName",
+                    "CanonicalHostedZoneId": "LoadBalancers[0].CanonicalHostedZoneId",
+                    # "app/<name>/<id>": the label ALBRequestCountPerTarget scaling needs (see extract_outputs' after()).
+                    "FullName": "after(LoadBalancers[0].LoadBalancerArn, ':loadbalancer/')",
+                },
+                Wait("LoadBalancerAvailable", {"LoadBalancerArns": [arn]}),
+            ),
+            # Requests with malformed headers are dropped rather than passed to the model server.
+            Request(
+                "elbv2",
+                "ModifyLoadBalancerAttributes",
+                {
+                    "LoadBalancerArn": arn,
+                    "Attributes": [{"Key": "routing.http.drop_invalid_header_fields.enabled", "Value": "true"}],
+                },
+            ),
+        ],
+        [
+            Request(
+                "elbv2",
+                "DeleteLoadBalancer",
+                {"LoadBalancerArn": arn},
+                wait=Wait("LoadBalancersDeleted", {"LoadBalancerArns": [arn]}),
+            )
+        ],
+        after=after,
+        hourly_usd=ALB_USD_PER_HOUR,
+        description="Internet-facing ALB; $0.0225/h + LCUs (list price, us-east-1, unconfirmed; LCUs ignored)",
+    )
 
 
 def target_group_resource(spec: InferenceSpec, vpc_id: str) -> Resource:
     arn = ref("target-group", "TargetGroupArn")
-    return resource("target-group", "elbv2:target-group", [
-        Request("elbv2", "CreateTargetGroup", {
-            "Name": aws_name(spec, "tg", ELB_NAME_MAX), "Protocol": "HTTP", "Port": spec.serving.port,
-            "VpcId": vpc_id, "TargetType": "instance",
-            "HealthCheckProtocol": "HTTP", "HealthCheckPath": HEALTH_CHECK_PATH, "HealthCheckPort": "traffic-port",
-            "HealthCheckIntervalSeconds": 15, "HealthCheckTimeoutSeconds": 5,
-            "HealthyThresholdCount": 2, "UnhealthyThresholdCount": 3, "Matcher": {"HttpCode": "200"},
-            "Tags": tag_list(ownership_tags(spec)),
-        }, {
-            "TargetGroupArn": "TargetGroups[0].TargetGroupArn",
-            "FullName": "join('', ['targetgroup/', after(TargetGroups[0].TargetGroupArn, ':targetgroup/')])",
-        }),
-    ], [Request("elbv2", "DeleteTargetGroup", {"TargetGroupArn": arn})],
-        description=f"HTTP :{spec.serving.port}, health check {HEALTH_CHECK_PATH} -> 200")
+    return resource(
+        "target-group",
+        "elbv2:target-group",
+        [
+            Request(
+                "elbv2",
+                "CreateTargetGroup",
+                {
+                    "Name": aws_name(spec, "tg", ELB_NAME_MAX),
+                    "Protocol": "HTTP",
+                    "Port": spec.serving.port,
+                    "VpcId": vpc_id,
+                    "TargetType": "instance",
+                    "HealthCheckProtocol": "HTTP",
+                    "HealthCheckPath": HEALTH_CHECK_PATH,
+                    "HealthCheckPort": "traffic-port",
+                    "HealthCheckIntervalSeconds": 15,
+                    "HealthCheckTimeoutSeconds": 5,
+                    "HealthyThresholdCount": 2,
+                    "UnhealthyThresholdCount": 3,
+                    "Matcher": {"HttpCode": "200"},
+                    "Tags": tag_list(ownership_tags(spec)),
+                },
+                {
+                    "TargetGroupArn": "TargetGroups[0].TargetGroupArn",
+                    "FullName": "join('', ['targetgroup/', after(TargetGroups[0].TargetGroupArn, ':targetgroup/')])",
+                },
+            ),
+        ],
+        [Request("elbv2", "DeleteTargetGroup", {"TargetGroupArn": arn})],
+        description=f"HTTP :{spec.serving.port}, health check {HEALTH_CHECK_PATH} -> 200",
+    )
 
 
 def listener_resources(spec: InferenceSpec, certificate_arn: str | None) -> list[Resource]:
@@ -69,21 +115,51 @@ def listener_resources(spec: InferenceSpec, certificate_arn: str | None) -> list
     # Only a validated certificate can be attached: wait for the validation record's CertificateValidated.
     after = ["cert-validation-record"] if certificate_arn.startswith("${") else []
     return [
-        _listener(spec, "listener-https", "HTTPS", 443, forward,
-                  {"SslPolicy": SSL_POLICY, "Certificates": [{"CertificateArn": certificate_arn}]}, after=after),
+        _listener(
+            spec,
+            "listener-https",
+            "HTTPS",
+            443,
+            forward,
+            {"SslPolicy": SSL_POLICY, "Certificates": [{"CertificateArn": certificate_arn}]},
+            after=after,
+        ),
         _listener(spec, "listener-http", "HTTP", 80, redirect),
     ]
 
 
-def _listener(spec: InferenceSpec, name: str, protocol: str, port: int, actions: list, extra: dict | None = None,
-              after: list[str] = ()) -> Resource:
-    return resource(name, "elbv2:listener", [
-        Request("elbv2", "CreateListener", {
-            "LoadBalancerArn": ref("alb", "LoadBalancerArn"), "Protocol": protocol, "Port": port,
-            **(extra or {}), "DefaultActions": actions, "Tags": tag_list(ownership_tags(spec)),
-        }, {"ListenerArn": "Listeners[0].ListenerArn"}),
-    ], [Request("elbv2", "DeleteListener", {"ListenerArn": ref(name, "ListenerArn")})], after=after,
-        description=f"{protocol} :{port} -> " + ("redirect to HTTPS" if actions[0]["Type"] == "redirect" else "target group"))
+def _listener(
+    spec: InferenceSpec,
+    name: str,
+    protocol: str,
+    port: int,
+    actions: list,
+    extra: dict | None = None,
+    after: list[str] = (),
+) -> Resource:
+    return resource(
+        name,
+        "elbv2:listener",
+        [
+            Request(
+                "elbv2",
+                "CreateListener",
+                {
+                    "LoadBalancerArn": ref("alb", "LoadBalancerArn"),
+                    "Protocol": protocol,
+                    "Port": port,
+                    **(extra or {}),
+                    "DefaultActions": actions,
+                    "Tags": tag_list(ownership_tags(spec)),
+                },
+                {"ListenerArn": "Listeners[0].ListenerArn"},
+            ),
+        ],
+        [Request("elbv2", "DeleteListener", {"ListenerArn": ref(name, "ListenerArn")})],
+        after=after,
+        description=f"{protocol} :{port} -> "
+        + ("redirect to HTTPS" if actions[0]["Type"] == "redirect" else "target group"),
+    )
 
 
 # --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
@@ -94,7 +170,7 @@ _ELB_TAGS_PER_CALL = 20
 def _ours_arns(scan: Scan, arns: list[str]) -> list[str]:
     found = []
     for start in range(0, len(arns), _ELB_TAGS_PER_CALL):
-        chunk = arns[start:start + _ELB_TAGS_PER_CALL]
+        chunk = arns[start : start + _ELB_TAGS_PER_CALL]
         for description in scan.call("elbv2", "DescribeTags", {"ResourceArns": chunk}).get("TagDescriptions", []):
             if ours(description.get("Tags"), scan.deployment):
                 found.append(description["ResourceArn"])
@@ -102,18 +178,27 @@ def _ours_arns(scan: Scan, arns: list[str]) -> list[str]:
 
 
 def _find_elbv2(scan: Scan) -> None:
-    balancers = [lb["LoadBalancerArn"] for page in scan.paged.call("elbv2", "DescribeLoadBalancers", {})
-                 for lb in page.get("LoadBalancers", [])]
+    balancers = [
+        lb["LoadBalancerArn"]
+        for page in scan.paged.call("elbv2", "DescribeLoadBalancers", {})
+        for lb in page.get("LoadBalancers", [])
+    ]
     ours_lbs = _ours_arns(scan, balancers)
     for arn in ours_lbs:
         scan.add("elbv2:load-balancer", arn, f"load balancer {arn.split('/')[-2]}")
-    listeners = [listener["ListenerArn"] for lb in ours_lbs
-                 for page in scan.paged.call("elbv2", "DescribeListeners", {"LoadBalancerArn": lb})
-                 for listener in page.get("Listeners", [])]
+    listeners = [
+        listener["ListenerArn"]
+        for lb in ours_lbs
+        for page in scan.paged.call("elbv2", "DescribeListeners", {"LoadBalancerArn": lb})
+        for listener in page.get("Listeners", [])
+    ]
     for arn in _ours_arns(scan, listeners):
         scan.add("elbv2:listener", arn, "listener")
-    groups = [tg["TargetGroupArn"] for page in scan.paged.call("elbv2", "DescribeTargetGroups", {})
-              for tg in page.get("TargetGroups", [])]
+    groups = [
+        tg["TargetGroupArn"]
+        for page in scan.paged.call("elbv2", "DescribeTargetGroups", {})
+        for tg in page.get("TargetGroups", [])
+    ]
     for arn in _ours_arns(scan, groups):
         scan.add("elbv2:target-group", arn, f"target group {arn.split('/')[-2]}")
         health = scan.call("elbv2", "DescribeTargetHealth", {"TargetGroupArn": arn})
@@ -138,7 +223,9 @@ def _deregister_targets(d: Caller, target_group_arn: str) -> bool:
     for description in health.get("TargetHealthDescriptions", []):
         target = {k: v for k, v in description["Target"].items() if k in ("Id", "Port", "AvailabilityZone")}
         # A terminated instance is refused as InvalidTarget: it is no target any more, which is the goal.
-        deregistered |= done(d.call("elbv2", "DeregisterTargets", {"TargetGroupArn": target_group_arn, "Targets": [target]}))
+        deregistered |= done(
+            d.call("elbv2", "DeregisterTargets", {"TargetGroupArn": target_group_arn, "Targets": [target]})
+        )
     return deregistered
 
 
@@ -152,29 +239,59 @@ def _delete_load_balancer(d: Caller, arn: str) -> bool:
 KINDS = (
     # A target group's registrations (the Auto Scaling group's instances): its id is the target group's ARN.
     Kind("elbv2:target-registration", find=_FIND, delete=_deregister_targets, order=80),
-    Kind("elbv2:listener",
-         describe=Describe(Request("elbv2", "DescribeListeners", {"ListenerArns": [it("ListenerArn")]}), "Listeners[0]", (
-             Attr("port", "Port", "CreateListener", "Port"),
-             Attr("protocol", "Protocol", "CreateListener", "Protocol"),
-             Attr("certificate", "Certificates[0].CertificateArn", "CreateListener", "Certificates[0].CertificateArn"),
-             Attr("default action", "DefaultActions[0].Type", "CreateListener", "DefaultActions[0].Type")), tags=_elb_tags),
-         find=_FIND, delete=lambda d, arn: done(d.call("elbv2", "DeleteListener", {"ListenerArn": arn})), order=90,
-         arn=("elasticloadbalancing", "listener")),
-    Kind("elbv2:load-balancer",
-         describe=Describe(Request("elbv2", "DescribeLoadBalancers", {"LoadBalancerArns": [it("LoadBalancerArn")]}),
-                           "LoadBalancers[0]", (
-                               Attr("scheme", "Scheme", "CreateLoadBalancer", "Scheme"),
-                               Attr("security groups", "SecurityGroups", "CreateLoadBalancer", "SecurityGroups", True)),
-                           bad=("State.Code", ("failed",)), tags=_elb_tags),
-         find=_FIND, delete=_delete_load_balancer, order=100, arn=("elasticloadbalancing", "loadbalancer")),
-    Kind("elbv2:target-group",
-         describe=Describe(Request("elbv2", "DescribeTargetGroups", {"TargetGroupArns": [it("TargetGroupArn")]}),
-                           "TargetGroups[0]", (
-                               Attr("port", "Port", "CreateTargetGroup", "Port"),
-                               Attr("protocol", "Protocol", "CreateTargetGroup", "Protocol"),
-                               Attr("health check path", "HealthCheckPath", "CreateTargetGroup", "HealthCheckPath"),
-                               Attr("health check codes", "Matcher.HttpCode", "CreateTargetGroup", "Matcher.HttpCode")),
-                           tags=_elb_tags),
-         find=_FIND, delete=lambda d, arn: done(d.call("elbv2", "DeleteTargetGroup", {"TargetGroupArn": arn})), order=110,
-         arn=("elasticloadbalancing", "targetgroup")),
+    Kind(
+        "elbv2:listener",
+        describe=Describe(
+            Request("elbv2", "DescribeListeners", {"ListenerArns": [it("ListenerArn")]}),
+            "Listeners[0]",
+            (
+                Attr("port", "Port", "CreateListener", "Port"),
+                Attr("protocol", "Protocol", "CreateListener", "Protocol"),
+                Attr(
+                    "certificate", "Certificates[0].CertificateArn", "CreateListener", "Certificates[0].CertificateArn"
+                ),
+                Attr("default action", "DefaultActions[0].Type", "CreateListener", "DefaultActions[0].Type"),
+            ),
+            tags=_elb_tags,
+        ),
+        find=_FIND,
+        delete=lambda d, arn: done(d.call("elbv2", "DeleteListener", {"ListenerArn": arn})),
+        order=90,
+        arn=("elasticloadbalancing", "listener"),
+    ),
+    Kind(
+        "elbv2:load-balancer",
+        describe=Describe(
+            Request("elbv2", "DescribeLoadBalancers", {"LoadBalancerArns": [it("LoadBalancerArn")]}),
+            "LoadBalancers[0]",
+            (
+                Attr("scheme", "Scheme", "CreateLoadBalancer", "Scheme"),
+                Attr("security groups", "SecurityGroups", "CreateLoadBalancer", "SecurityGroups", True),
+            ),
+            bad=("State.Code", ("failed",)),
+            tags=_elb_tags,
+        ),
+        find=_FIND,
+        delete=_delete_load_balancer,
+        order=100,
+        arn=("elasticloadbalancing", "loadbalancer"),
+    ),
+    Kind(
+        "elbv2:target-group",
+        describe=Describe(
+            Request("elbv2", "DescribeTargetGroups", {"TargetGroupArns": [it("TargetGroupArn")]}),
+            "TargetGroups[0]",
+            (
+                Attr("port", "Port", "CreateTargetGroup", "Port"),
+                Attr("protocol", "Protocol", "CreateTargetGroup", "Protocol"),
+                Attr("health check path", "HealthCheckPath", "CreateTargetGroup", "HealthCheckPath"),
+                Attr("health check codes", "Matcher.HttpCode", "CreateTargetGroup", "Matcher.HttpCode"),
+            ),
+            tags=_elb_tags,
+        ),
+        find=_FIND,
+        delete=lambda d, arn: done(d.call("elbv2", "DeleteTargetGroup", {"TargetGroupArn": arn})),
+        order=110,
+        arn=("elasticloadbalancing", "targetgroup"),
+    ),
 )

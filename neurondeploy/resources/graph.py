@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.model import Resource
 
@@ -67,7 +68,7 @@ def creation_order(resources: Iterable[Resource]) -> list[Resource]:
         if state.get(r.name) == 2:
             return
         if state.get(r.name) == 1:
-            cycle = " -> ".join(path[path.index(r.name):] + (r.name,))
+            cycle = " -> ".join(path[path.index(r.name) :] + (r.name,))
             raise PlanError(f"dependency cycle: {cycle}", "this is a bug in a request builder")
         state[r.name] = 1
         for dep in r.depends_on:

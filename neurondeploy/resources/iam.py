@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from neurondeploy.resources.refs import ref
+from neurondeploy.resources.kinds import Attr, Caller, Describe, Expected, Find, Kind, Scan, done, it, ours
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, resource
 from neurondeploy.resources.naming import (
     account,
@@ -24,13 +24,15 @@ from neurondeploy.resources.naming import (
     split_s3,
     tag_list,
 )
+from neurondeploy.resources.refs import ref
 from neurondeploy.specs import Spec
-from neurondeploy.resources.kinds import Attr, Caller, Describe, Expected, Find, Kind, Scan, done, it, ours
 
 ROLE_PATH = "/neurondeploy/"
 ROLE_NAME_MAX = 64
 POLICY_NAME = "neurondeploy"
-_ECR = re.compile(r"^(?P<account>\$\{[^}]+\}|[^./]+)\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/(?P<repo>[^:@]+)")
+_ECR = re.compile(
+    r"^(?P<account>\$\{[^}]+\}|[^./]+)\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/(?P<repo>[^:@]+)"
+)
 
 
 def policy_document(statements: list[dict]) -> str:
@@ -41,19 +43,39 @@ def _trust(service: str) -> str:
     return policy_document([{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}])
 
 
-def role_resource(spec: Spec, name: str, suffix: str, service: str, statements: list[dict], description: str) -> Resource:
+def role_resource(
+    spec: Spec, name: str, suffix: str, service: str, statements: list[dict], description: str
+) -> Resource:
     role_name = aws_name(spec, suffix, ROLE_NAME_MAX)
-    return resource(name, "iam:role", [
-        Request("iam", "CreateRole", {
-            "RoleName": role_name, "Path": ROLE_PATH, "AssumeRolePolicyDocument": _trust(service),
-            "Description": description, "Tags": tag_list(ownership_tags(spec)),
-        }, {"Arn": "Role.Arn", "RoleName": "Role.RoleName"}, Wait("RoleExists", {"RoleName": role_name})),
-        Request("iam", "PutRolePolicy", {"RoleName": role_name, "PolicyName": POLICY_NAME,
-                                         "PolicyDocument": policy_document(statements)}),
-    ], [
-        Request("iam", "DeleteRolePolicy", {"RoleName": role_name, "PolicyName": POLICY_NAME}),
-        Request("iam", "DeleteRole", {"RoleName": role_name}),
-    ], description=description)
+    return resource(
+        name,
+        "iam:role",
+        [
+            Request(
+                "iam",
+                "CreateRole",
+                {
+                    "RoleName": role_name,
+                    "Path": ROLE_PATH,
+                    "AssumeRolePolicyDocument": _trust(service),
+                    "Description": description,
+                    "Tags": tag_list(ownership_tags(spec)),
+                },
+                {"Arn": "Role.Arn", "RoleName": "Role.RoleName"},
+                Wait("RoleExists", {"RoleName": role_name}),
+            ),
+            Request(
+                "iam",
+                "PutRolePolicy",
+                {"RoleName": role_name, "PolicyName": POLICY_NAME, "PolicyDocument": policy_document(statements)},
+            ),
+        ],
+        [
+            Request("iam", "DeleteRolePolicy", {"RoleName": role_name, "PolicyName": POLICY_NAME}),
+            Request("iam", "DeleteRole", {"RoleName": role_name}),
+        ],
+        description=description,
+    )
 
 
 def instance_role_resources(spec: Spec, ctx: PlanContext, artifact_s3_uri: str) -> list[Resource]:
@@ -66,26 +88,59 @@ def instance_role_resources(spec: Spec, ctx: PlanContext, artifact_s3_uri: str) 
     else:
         log_group = f"arn:{partition(region)}:logs:{region}:{account(ctx)}:log-group:/neurondeploy/{spec.name}"
         statements = [
-            {"Sid": "ReadArtifact", "Effect": "Allow", "Action": "s3:GetObject",
-             "Resource": s3_prefix_arn(artifact_s3_uri, region, parent=True)},
-            {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
-             "Resource": [log_group, f"{log_group}:*"]},
+            {
+                "Sid": "ReadArtifact",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": s3_prefix_arn(artifact_s3_uri, region, parent=True),
+            },
+            {
+                "Sid": "Logs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+                "Resource": [log_group, f"{log_group}:*"],
+            },
         ]
         service = "ec2.amazonaws.com.cn" if partition(region) == "aws-cn" else "ec2.amazonaws.com"
-        resources.append(role_resource(spec, "instance-role", "ec2-role", service, statements,
-                                       "neurondeploy serving instances: read the artifact prefix, write their log group"))
+        resources.append(
+            role_resource(
+                spec,
+                "instance-role",
+                "ec2-role",
+                service,
+                statements,
+                "neurondeploy serving instances: read the artifact prefix, write their log group",
+            )
+        )
         role_name = ref("instance-role", "RoleName")
     profile_name = aws_name(spec, "ec2-profile", 128)
-    resources.append(resource("instance-profile", "iam:instance-profile", [
-        Request("iam", "CreateInstanceProfile", {"InstanceProfileName": profile_name, "Path": ROLE_PATH,
-                                                 "Tags": tag_list(ownership_tags(spec))},
-                {"Arn": "InstanceProfile.Arn"}),
-        Request("iam", "AddRoleToInstanceProfile", {"InstanceProfileName": profile_name, "RoleName": role_name},
-                wait=Wait("InstanceProfileExists", {"InstanceProfileName": profile_name})),
-    ], [
-        Request("iam", "RemoveRoleFromInstanceProfile", {"InstanceProfileName": profile_name, "RoleName": role_name}),
-        Request("iam", "DeleteInstanceProfile", {"InstanceProfileName": profile_name}),
-    ], description="Instance profile carrying the instance role (EC2 may take ~10 s to see a new one)"))
+    resources.append(
+        resource(
+            "instance-profile",
+            "iam:instance-profile",
+            [
+                Request(
+                    "iam",
+                    "CreateInstanceProfile",
+                    {"InstanceProfileName": profile_name, "Path": ROLE_PATH, "Tags": tag_list(ownership_tags(spec))},
+                    {"Arn": "InstanceProfile.Arn"},
+                ),
+                Request(
+                    "iam",
+                    "AddRoleToInstanceProfile",
+                    {"InstanceProfileName": profile_name, "RoleName": role_name},
+                    wait=Wait("InstanceProfileExists", {"InstanceProfileName": profile_name}),
+                ),
+            ],
+            [
+                Request(
+                    "iam", "RemoveRoleFromInstanceProfile", {"InstanceProfileName": profile_name, "RoleName": role_name}
+                ),
+                Request("iam", "DeleteInstanceProfile", {"InstanceProfileName": profile_name}),
+            ],
+            description="Instance profile carrying the instance role (EC2 may take ~10 s to see a new one)",
+        )
+    )
     return resources
 
 
@@ -96,18 +151,37 @@ def s3_statements(region: str, *, read: list[str] = (), write: list[str] = ()) -
     """GetObject under ``read`` prefixes, Get/PutObject under ``write`` prefixes, ListBucket limited to them."""
     statements = []
     if read:
-        statements.append({"Sid": "ReadS3", "Effect": "Allow", "Action": "s3:GetObject",
-                           "Resource": sorted({s3_prefix_arn(u, region) for u in read})})
+        statements.append(
+            {
+                "Sid": "ReadS3",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": sorted({s3_prefix_arn(u, region) for u in read}),
+            }
+        )
     if write:
-        statements.append({"Sid": "WriteS3", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
-                           "Resource": sorted({s3_prefix_arn(u, region) for u in write})})
+        statements.append(
+            {
+                "Sid": "WriteS3",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject"],
+                "Resource": sorted({s3_prefix_arn(u, region) for u in write}),
+            }
+        )
     by_bucket: dict[str, set[str]] = {}
     for uri in [*read, *write]:
         key = split_s3(uri)[1].strip("/")
         by_bucket.setdefault(s3_bucket_arn(uri, region), set()).update({f"{key}/*", key} if key else {"*"})
     for i, (bucket, prefixes) in enumerate(sorted(by_bucket.items())):
-        statements.append({"Sid": f"ListS3{i}", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket,
-                           "Condition": {"StringLike": {"s3:prefix": sorted(prefixes)}}})
+        statements.append(
+            {
+                "Sid": f"ListS3{i}",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": bucket,
+                "Condition": {"StringLike": {"s3:prefix": sorted(prefixes)}},
+            }
+        )
     return statements
 
 
@@ -116,35 +190,63 @@ def ecr_pull_statements(region: str, images: list[str]) -> list[dict]:
     for image in images:
         match = _ECR.match(image)
         # Not an ECR URI (SageMaker can also pull from a VPC registry): no repository to scope to.
-        repositories.add(f"arn:{partition(match['region'])}:ecr:{match['region']}:{match['account']}:repository/{match['repo']}"
-                         if match else "*")
+        repositories.add(
+            f"arn:{partition(match['region'])}:ecr:{match['region']}:{match['account']}:repository/{match['repo']}"
+            if match
+            else "*"
+        )
     return [
         # GetAuthorizationToken has no resource-level permissions.
         {"Sid": "EcrToken", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
-        {"Sid": "EcrPull", "Effect": "Allow", "Action": ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage",
-                                                          "ecr:GetDownloadUrlForLayer"],
-         "Resource": sorted(repositories)},
+        {
+            "Sid": "EcrPull",
+            "Effect": "Allow",
+            "Action": ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+            "Resource": sorted(repositories),
+        },
     ]
 
 
 def sagemaker_log_statements(region: str, ctx: PlanContext, group: str) -> list[dict]:
     arn = f"arn:{partition(region)}:logs:{region}:{account(ctx)}:log-group:/aws/sagemaker/{group}"
     return [
-        {"Sid": "Logs", "Effect": "Allow",
-         "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-         "Resource": [arn, f"{arn}:*"]},
-        {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
-         "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}},
+        {
+            "Sid": "Logs",
+            "Effect": "Allow",
+            "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            "Resource": [arn, f"{arn}:*"],
+        },
+        {
+            "Sid": "Metrics",
+            "Effect": "Allow",
+            "Action": "cloudwatch:PutMetricData",
+            "Resource": "*",
+            "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
+        },
     ]
 
 
 def vpc_statements() -> list[dict]:
     # What SageMaker needs to put its ENIs in the deployment's subnets; these EC2 actions take no resource ARNs
     # in any useful way (the subnets' ENIs do not exist yet).
-    return [{"Sid": "VpcEnis", "Effect": "Allow", "Action": [
-        "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
-        "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
-        "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"], "Resource": "*"}]
+    return [
+        {
+            "Sid": "VpcEnis",
+            "Effect": "Allow",
+            "Action": [
+                "ec2:CreateNetworkInterface",
+                "ec2:CreateNetworkInterfacePermission",
+                "ec2:DeleteNetworkInterface",
+                "ec2:DeleteNetworkInterfacePermission",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeVpcs",
+                "ec2:DescribeDhcpOptions",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeSecurityGroups",
+            ],
+            "Resource": "*",
+        }
+    ]
 
 
 # --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
@@ -167,8 +269,12 @@ def _find_iam(scan: Scan) -> None:
                 # ListInstanceProfileTags).
                 got = scan.call("iam", "GetInstanceProfile", {"InstanceProfileName": profile["InstanceProfileName"]})
                 if ours(got["InstanceProfile"].get("Tags"), scan.deployment):
-                    scan.add("iam:instance-profile", profile["InstanceProfileName"],
-                             f"instance profile {profile['Arn']}", "global")
+                    scan.add(
+                        "iam:instance-profile",
+                        profile["InstanceProfileName"],
+                        f"instance profile {profile['Arn']}",
+                        "global",
+                    )
 
 
 _FIND = Find("iam", 400, _find_iam)
@@ -196,8 +302,11 @@ def _compare_role(aws: Caller, role: dict, ids: Mapping, expected: Expected) -> 
             continue
         if _policy(got.get("PolicyDocument")) != _policy(params["PolicyDocument"]):
             problems.append(f"inline policy {params['PolicyName']} changed")
-    attached = [p for page in aws.paged.call("iam", "ListAttachedRolePolicies", {"RoleName": name})
-                for p in page.get("AttachedPolicies", [])]
+    attached = [
+        p
+        for page in aws.paged.call("iam", "ListAttachedRolePolicies", {"RoleName": name})
+        for p in page.get("AttachedPolicies", [])
+    ]
     if attached:  # we never attach managed policies
         problems.append("managed policies attached: " + ", ".join(p["PolicyName"] for p in attached))
     return problems
@@ -213,7 +322,11 @@ def _delete_instance_profile(d: Caller, name: str) -> bool:
 def _delete_role(d: Caller, name: str) -> bool:
     for page in d.paged.call("iam", "ListInstanceProfilesForRole", {"RoleName": name}):
         for profile in page.get("InstanceProfiles", []):
-            d.call("iam", "RemoveRoleFromInstanceProfile", {"InstanceProfileName": profile["InstanceProfileName"], "RoleName": name})
+            d.call(
+                "iam",
+                "RemoveRoleFromInstanceProfile",
+                {"InstanceProfileName": profile["InstanceProfileName"], "RoleName": name},
+            )
     for page in d.paged.call("iam", "ListRolePolicies", {"RoleName": name}):
         for policy in page.get("PolicyNames", []):
             d.call("iam", "DeleteRolePolicy", {"RoleName": name, "PolicyName": policy})
@@ -224,10 +337,22 @@ def _delete_role(d: Caller, name: str) -> bool:
 
 
 KINDS = (
-    Kind("iam:instance-profile",
-         describe=Describe(Request("iam", "GetInstanceProfile", {"InstanceProfileName": it("InstanceProfileName")}),
-                           "InstanceProfile", (Attr("role", "Roles[0].RoleName", "AddRoleToInstanceProfile", "RoleName"),)),
-         find=_FIND, delete=_delete_instance_profile, order=160),
-    Kind("iam:role", describe=Describe(Request("iam", "GetRole", {"RoleName": it("RoleName")}), "Role", extra=_compare_role),
-         find=_FIND, delete=_delete_role, order=170),
+    Kind(
+        "iam:instance-profile",
+        describe=Describe(
+            Request("iam", "GetInstanceProfile", {"InstanceProfileName": it("InstanceProfileName")}),
+            "InstanceProfile",
+            (Attr("role", "Roles[0].RoleName", "AddRoleToInstanceProfile", "RoleName"),),
+        ),
+        find=_FIND,
+        delete=_delete_instance_profile,
+        order=160,
+    ),
+    Kind(
+        "iam:role",
+        describe=Describe(Request("iam", "GetRole", {"RoleName": it("RoleName")}), "Role", extra=_compare_role),
+        find=_FIND,
+        delete=_delete_role,
+        order=170,
+    ),
 )

@@ -171,8 +171,17 @@ def ec2_detail(kind: str, item: dict, extra: Any = None) -> str:
     return " ".join(str(x) for x in (kind.split(":")[1], name, extra) if x)
 
 
-def tagged(kind: str, request: Request, items: str, ident: str, step: int, *, extra: str | None = None,
-           detail: Callable[[dict], str] | None = None, paged: bool = True) -> Find:
+def tagged(
+    kind: str,
+    request: Request,
+    items: str,
+    ident: str,
+    step: int,
+    *,
+    extra: str | None = None,
+    detail: Callable[[dict], str] | None = None,
+    paged: bool = True,
+) -> Find:
     """A source that is one describe filtered by our tag (:data:`TAGGED` in its params): every item at
     ``items`` (JMESPath into a page) is a leftover named by ``item[ident]``. Its detail is ``detail(item)``, or
     the kind, its Name tag and ``item[extra]``."""
@@ -187,6 +196,10 @@ def tagged(kind: str, request: Request, items: str, ident: str, step: int, *, ex
             pages = [scan.call(request.service, request.operation, params)]
         for page in pages:
             for item in jmespath.search(items, page) or []:
-                scan.add(kind, item[ident], detail(item) if detail else ec2_detail(kind, item, item.get(extra) if extra else None))
+                scan.add(
+                    kind,
+                    item[ident],
+                    detail(item) if detail else ec2_detail(kind, item, item.get(extra) if extra else None),
+                )
 
     return Find(f"{request.service} {request.operation}", step, run)

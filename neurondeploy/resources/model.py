@@ -30,7 +30,6 @@ from typing import Any
 from neurondeploy import __version__
 from neurondeploy.resources.refs import find_refs
 
-
 # Latest Neuron DLAMI that still ships PyTorch 2.9 + torch-neuronx (the 2.32 multi-framework DLAMI dropped
 # torch-neuronx; facts §0). [NSDK] deploy/environments/dlami.rst, "SSM Parameter Prefix" (SDK 2.28-2.31 docs).
 DLAMI_SSM_PARAMETER = "/aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04/latest/image_id"
@@ -120,7 +119,9 @@ class PlanContext:
     account_id: str | None = None  # None: a `sts:caller-identity-lookup` resource and ${account.Account} refs
     bucket: str | None = None  # None: the shared bucket neurondeploy-<account>-<region>
     artifact_s3_uri: str | None = None  # compiled artifact (.tar.gz); None: s3://<bucket>/<name>/artifact/model.tar.gz
-    source_s3_uri: str | None = None  # training source archive; None: s3://<bucket>/<name>/source/sourcedir-<digest>.tar.gz
+    source_s3_uri: str | None = (
+        None  # training source archive; None: s3://<bucket>/<name>/source/sourcedir-<digest>.tar.gz
+    )
     source_digest: str | None = None  # of the packed source_dir: unchanged source, same object (and role prefix)
     serving_image_uri: str | None = None  # our serving container (container.kind neurondeploy on SageMaker)
     model_size_gib: float | None = None  # sizes SageMaker volumes when deployment.volume_gib is empty
@@ -140,13 +141,34 @@ class PlanContext:
 # --- resource helpers ----------------------------------------------------------------------------------
 
 
-def resource(name: str, type: str, create: Iterable[Request], delete: Iterable[Request] = (), *,
-             after: Iterable[str] = (), taggable: bool = True, hourly_usd: float | None = None,
-             description: str = "", identity: Iterable[str] = (), update: Iterable[Request] = (),
-             create_before_delete: bool = False) -> Resource:
+def resource(
+    name: str,
+    type: str,
+    create: Iterable[Request],
+    delete: Iterable[Request] = (),
+    *,
+    after: Iterable[str] = (),
+    taggable: bool = True,
+    hourly_usd: float | None = None,
+    description: str = "",
+    identity: Iterable[str] = (),
+    update: Iterable[Request] = (),
+    create_before_delete: bool = False,
+) -> Resource:
     """A Resource whose ``depends_on`` is every other resource its refs name, plus ``after`` (order only)."""
-    draft = Resource(name, type, tuple(create), tuple(delete), (), taggable, hourly_usd, description, tuple(identity),
-                     tuple(update), create_before_delete)
+    draft = Resource(
+        name,
+        type,
+        tuple(create),
+        tuple(delete),
+        (),
+        taggable,
+        hourly_usd,
+        description,
+        tuple(identity),
+        tuple(update),
+        create_before_delete,
+    )
     if any(find_refs(value) for value in draft.identity):
         raise ValueError(f"{name}: identity must be literal values, not refs")
     needed = {res for res, _ in draft.refs() if res != name} | set(after)
@@ -161,9 +183,12 @@ def lookup(name: str, type: str, request: Request, description: str) -> Resource
 
 
 def account_lookup() -> Resource:
-    return lookup("account", "sts:caller-identity-lookup",
-                  Request("sts", "GetCallerIdentity", {}, {"Account": "Account"}),
-                  "The account id (sts GetCallerIdentity), for bucket names and ARNs; reads only.")
+    return lookup(
+        "account",
+        "sts:caller-identity-lookup",
+        Request("sts", "GetCallerIdentity", {}, {"Account": "Account"}),
+        "The account id (sts GetCallerIdentity), for bucket names and ARNs; reads only.",
+    )
 
 
 def with_lookups(resources: list[Resource]) -> list[Resource]:
@@ -194,4 +219,6 @@ def extract_outputs(request: Request, response: Mapping[str, Any]) -> dict[str, 
             return text.split(separator, 1)[1]
 
     options = jmespath.Options(custom_functions=_Functions())
-    return {name: jmespath.search(expression, response, options=options) for name, expression in request.outputs.items()}
+    return {
+        name: jmespath.search(expression, response, options=options) for name, expression in request.outputs.items()
+    }

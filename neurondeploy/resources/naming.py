@@ -6,11 +6,11 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from neurondeploy.errors import PlanError
-from neurondeploy.resources.refs import ref
-from neurondeploy.resources.model import PlanContext
-from neurondeploy.specs import Spec
 
+from neurondeploy.errors import PlanError
+from neurondeploy.resources.model import PlanContext
+from neurondeploy.resources.refs import ref
+from neurondeploy.specs import Spec
 
 DEPLOYMENT_TAG = "neurondeploy:deployment"
 
@@ -25,8 +25,10 @@ def aws_name(spec: Spec, suffix: str, limit: int) -> str:
     """``<spec.name>-<suffix>``, refused when over a service's length limit (specs cap names at 24)."""
     name = f"{spec.name}-{suffix}" if suffix else spec.name
     if len(name) > limit:
-        raise PlanError(f"AWS name {name!r} is {len(name)} characters; the limit is {limit}",
-                        f"shorten the spec name to {limit - len(suffix) - 1} characters")
+        raise PlanError(
+            f"AWS name {name!r} is {len(name)} characters; the limit is {limit}",
+            f"shorten the spec name to {limit - len(suffix) - 1} characters",
+        )
     return name
 
 

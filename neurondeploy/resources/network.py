@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from neurondeploy.errors import PlanError
-from neurondeploy.resources.refs import ref
+from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Expected, Kind, done, it, tagged
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, lookup, resource
 from neurondeploy.resources.naming import ec2_tags
-from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Expected, Kind, done, it, tagged
+from neurondeploy.resources.refs import ref
 from neurondeploy.specs import Spec
 
 # List prices, us-east-1, unconfirmed (aws.amazon.com/vpc/pricing: NAT gateway $0.045/h plus $0.045/GB
@@ -39,16 +39,27 @@ def availability_zones(spec: Spec, ctx: PlanContext, instance_type: str) -> tupl
     count = spec.network.availability_zones
     if ctx.availability_zones:
         if len(ctx.availability_zones) < count:
-            raise PlanError(f"{count} availability zones wanted but the context names {len(ctx.availability_zones)}",
-                            "name more zones or lower network.availability_zones")
+            raise PlanError(
+                f"{count} availability zones wanted but the context names {len(ctx.availability_zones)}",
+                "name more zones or lower network.availability_zones",
+            )
         return list(ctx.availability_zones[:count]), []
     outputs = {f"Zone{i + 1}": f"sort_by(InstanceTypeOfferings, &Location)[{i}].Location" for i in range(count)}
-    request = Request("ec2", "DescribeInstanceTypeOfferings", {
-        "LocationType": "availability-zone",
-        "Filters": [{"Name": "instance-type", "Values": [instance_type]}],
-    }, outputs)
-    azs = lookup("azs", "ec2:instance-type-offerings-lookup", request,
-                 f"The first {count} AZs (by name) offering {instance_type}; reads only.")
+    request = Request(
+        "ec2",
+        "DescribeInstanceTypeOfferings",
+        {
+            "LocationType": "availability-zone",
+            "Filters": [{"Name": "instance-type", "Values": [instance_type]}],
+        },
+        outputs,
+    )
+    azs = lookup(
+        "azs",
+        "ec2:instance-type-offerings-lookup",
+        request,
+        f"The first {count} AZs (by name) offering {instance_type}; reads only.",
+    )
     return [ref("azs", name) for name in outputs], [azs]
 
 
@@ -57,7 +68,7 @@ def subnet_cidrs(network, zones: int) -> tuple[list[str], list[str]]:
     space is reserved even when unused, so switching instance_subnets between public and private never
     moves a public subnet."""
     blocks = [str(b) for b in ipaddress.ip_network(network.vpc_cidr).subnets(new_prefix=network.subnet_prefix)]
-    return blocks[:zones], blocks[zones:2 * zones]
+    return blocks[:zones], blocks[zones : 2 * zones]
 
 
 def network_resources(spec: Spec, ctx: PlanContext, instance_type: str) -> Network:
@@ -69,8 +80,10 @@ def network_resources(spec: Spec, ctx: PlanContext, instance_type: str) -> Netwo
     private = net.instance_subnets == "private"
     vpc_id = ref("vpc", "VpcId")
     resources += [_vpc(spec), _internet_gateway(spec)]
-    public = [_subnet(spec, f"subnet-public-{i + 1}", cidr, zone, map_public_ip=not private)
-              for i, (cidr, zone) in enumerate(zip(public_cidrs, zones))]
+    public = [
+        _subnet(spec, f"subnet-public-{i + 1}", cidr, zone, map_public_ip=not private)
+        for i, (cidr, zone) in enumerate(zip(public_cidrs, zones))
+    ]
     resources += public
     resources.append(_route_table(spec, "rt-public", {"GatewayId": ref("igw", "InternetGatewayId")}))
     resources += [_association(f"rta-public-{i + 1}", "rt-public", s.name) for i, s in enumerate(public)]
@@ -79,8 +92,10 @@ def network_resources(spec: Spec, ctx: PlanContext, instance_type: str) -> Netwo
     ready = list(public_ready)
     instance_ids = public_ids
     if private:
-        subnets = [_subnet(spec, f"subnet-private-{i + 1}", cidr, zone, map_public_ip=False)
-                   for i, (cidr, zone) in enumerate(zip(private_cidrs, zones))]
+        subnets = [
+            _subnet(spec, f"subnet-private-{i + 1}", cidr, zone, map_public_ip=False)
+            for i, (cidr, zone) in enumerate(zip(private_cidrs, zones))
+        ]
         resources += subnets + _nat_gateway(spec, public[0].name)
         resources.append(_route_table(spec, "rt-private", {"NatGatewayId": ref("nat", "NatGatewayId")}))
         resources += [_association(f"rta-private-{i + 1}", "rt-private", s.name) for i, s in enumerate(subnets)]
@@ -97,75 +112,160 @@ def _existing_network(spec: Spec) -> Network:
 
 def _vpc(spec: Spec) -> Resource:
     vpc = ref("vpc", "VpcId")
-    return resource("vpc", "ec2:vpc", [
-        Request("ec2", "CreateVpc", {"CidrBlock": spec.network.vpc_cidr,
-                                     "TagSpecifications": ec2_tags(spec, "vpc", spec.name)},
-                {"VpcId": "Vpc.VpcId"}, Wait("VpcAvailable", {"VpcIds": [vpc]})),
-        # One attribute per call (the API refuses both at once); hostnames let instances resolve S3/SSM names.
-        Request("ec2", "ModifyVpcAttribute", {"VpcId": vpc, "EnableDnsSupport": {"Value": True}}),
-        Request("ec2", "ModifyVpcAttribute", {"VpcId": vpc, "EnableDnsHostnames": {"Value": True}}),
-    ], [Request("ec2", "DeleteVpc", {"VpcId": vpc})], description=f"VPC {spec.network.vpc_cidr}")
+    return resource(
+        "vpc",
+        "ec2:vpc",
+        [
+            Request(
+                "ec2",
+                "CreateVpc",
+                {"CidrBlock": spec.network.vpc_cidr, "TagSpecifications": ec2_tags(spec, "vpc", spec.name)},
+                {"VpcId": "Vpc.VpcId"},
+                Wait("VpcAvailable", {"VpcIds": [vpc]}),
+            ),
+            # One attribute per call (the API refuses both at once); hostnames let instances resolve S3/SSM names.
+            Request("ec2", "ModifyVpcAttribute", {"VpcId": vpc, "EnableDnsSupport": {"Value": True}}),
+            Request("ec2", "ModifyVpcAttribute", {"VpcId": vpc, "EnableDnsHostnames": {"Value": True}}),
+        ],
+        [Request("ec2", "DeleteVpc", {"VpcId": vpc})],
+        description=f"VPC {spec.network.vpc_cidr}",
+    )
 
 
 def _internet_gateway(spec: Spec) -> Resource:
     igw, vpc = ref("igw", "InternetGatewayId"), ref("vpc", "VpcId")
-    return resource("igw", "ec2:internet-gateway", [
-        Request("ec2", "CreateInternetGateway", {"TagSpecifications": ec2_tags(spec, "internet-gateway", spec.name)},
-                {"InternetGatewayId": "InternetGateway.InternetGatewayId"}),
-        Request("ec2", "AttachInternetGateway", {"InternetGatewayId": igw, "VpcId": vpc}),
-    ], [
-        Request("ec2", "DetachInternetGateway", {"InternetGatewayId": igw, "VpcId": vpc}),
-        Request("ec2", "DeleteInternetGateway", {"InternetGatewayId": igw}),
-    ], description="Internet gateway attached to the VPC")
+    return resource(
+        "igw",
+        "ec2:internet-gateway",
+        [
+            Request(
+                "ec2",
+                "CreateInternetGateway",
+                {"TagSpecifications": ec2_tags(spec, "internet-gateway", spec.name)},
+                {"InternetGatewayId": "InternetGateway.InternetGatewayId"},
+            ),
+            Request("ec2", "AttachInternetGateway", {"InternetGatewayId": igw, "VpcId": vpc}),
+        ],
+        [
+            Request("ec2", "DetachInternetGateway", {"InternetGatewayId": igw, "VpcId": vpc}),
+            Request("ec2", "DeleteInternetGateway", {"InternetGatewayId": igw}),
+        ],
+        description="Internet gateway attached to the VPC",
+    )
 
 
 def _subnet(spec: Spec, name: str, cidr: str, zone: str, *, map_public_ip: bool) -> Resource:
     subnet = ref(name, "SubnetId")
-    create = [Request("ec2", "CreateSubnet", {
-        "VpcId": ref("vpc", "VpcId"), "CidrBlock": cidr, "AvailabilityZone": zone,
-        "TagSpecifications": ec2_tags(spec, "subnet", f"{spec.name}-{name.removeprefix('subnet-')}"),
-    }, {"SubnetId": "Subnet.SubnetId"})]
+    create = [
+        Request(
+            "ec2",
+            "CreateSubnet",
+            {
+                "VpcId": ref("vpc", "VpcId"),
+                "CidrBlock": cidr,
+                "AvailabilityZone": zone,
+                "TagSpecifications": ec2_tags(spec, "subnet", f"{spec.name}-{name.removeprefix('subnet-')}"),
+            },
+            {"SubnetId": "Subnet.SubnetId"},
+        )
+    ]
     if map_public_ip:  # instances in public subnets reach S3/PyPI directly; their SG admits only the ALB
-        create.append(Request("ec2", "ModifySubnetAttribute", {"SubnetId": subnet, "MapPublicIpOnLaunch": {"Value": True}}))
-    return resource(name, "ec2:subnet", create, [Request("ec2", "DeleteSubnet", {"SubnetId": subnet})],
-                    description=f"Subnet {cidr}")
+        create.append(
+            Request("ec2", "ModifySubnetAttribute", {"SubnetId": subnet, "MapPublicIpOnLaunch": {"Value": True}})
+        )
+    return resource(
+        name, "ec2:subnet", create, [Request("ec2", "DeleteSubnet", {"SubnetId": subnet})], description=f"Subnet {cidr}"
+    )
 
 
 def _route_table(spec: Spec, name: str, target: dict) -> Resource:
     table = ref(name, "RouteTableId")
-    return resource(name, "ec2:route-table", [
-        Request("ec2", "CreateRouteTable", {"VpcId": ref("vpc", "VpcId"),
-                                            "TagSpecifications": ec2_tags(spec, "route-table", f"{spec.name}-{name[3:]}")},
-                {"RouteTableId": "RouteTable.RouteTableId"}),
-        Request("ec2", "CreateRoute", {"RouteTableId": table, "DestinationCidrBlock": "0.0.0.0/0", **target}),
-    ], [Request("ec2", "DeleteRouteTable", {"RouteTableId": table})],
-        description="Route table with a default route to the " + ("internet gateway" if "GatewayId" in target else "NAT gateway"))
+    return resource(
+        name,
+        "ec2:route-table",
+        [
+            Request(
+                "ec2",
+                "CreateRouteTable",
+                {
+                    "VpcId": ref("vpc", "VpcId"),
+                    "TagSpecifications": ec2_tags(spec, "route-table", f"{spec.name}-{name[3:]}"),
+                },
+                {"RouteTableId": "RouteTable.RouteTableId"},
+            ),
+            Request("ec2", "CreateRoute", {"RouteTableId": table, "DestinationCidrBlock": "0.0.0.0/0", **target}),
+        ],
+        [Request("ec2", "DeleteRouteTable", {"RouteTableId": table})],
+        description="Route table with a default route to the "
+        + ("internet gateway" if "GatewayId" in target else "NAT gateway"),
+    )
 
 
 def _association(name: str, table: str, subnet: str) -> Resource:
-    return resource(name, "ec2:route-table-association", [
-        Request("ec2", "AssociateRouteTable", {"RouteTableId": ref(table, "RouteTableId"), "SubnetId": ref(subnet, "SubnetId")},
-                {"AssociationId": "AssociationId"}),
-    ], [Request("ec2", "DisassociateRouteTable", {"AssociationId": ref(name, "AssociationId")})],
-        taggable=False, description=f"Associates {subnet} with {table} (associations cannot be tagged)")
+    return resource(
+        name,
+        "ec2:route-table-association",
+        [
+            Request(
+                "ec2",
+                "AssociateRouteTable",
+                {"RouteTableId": ref(table, "RouteTableId"), "SubnetId": ref(subnet, "SubnetId")},
+                {"AssociationId": "AssociationId"},
+            ),
+        ],
+        [Request("ec2", "DisassociateRouteTable", {"AssociationId": ref(name, "AssociationId")})],
+        taggable=False,
+        description=f"Associates {subnet} with {table} (associations cannot be tagged)",
+    )
 
 
 def _nat_gateway(spec: Spec, public_subnet: str) -> list[Resource]:
     allocation, nat = ref("eip-nat", "AllocationId"), ref("nat", "NatGatewayId")
-    eip = resource("eip-nat", "ec2:elastic-ip", [
-        Request("ec2", "AllocateAddress", {"Domain": "vpc", "TagSpecifications": ec2_tags(spec, "elastic-ip", f"{spec.name}-nat")},
-                {"AllocationId": "AllocationId"}),
-    ], [Request("ec2", "ReleaseAddress", {"AllocationId": allocation})], hourly_usd=PUBLIC_IPV4_USD_PER_HOUR,
-        description="Elastic IP of the NAT gateway; public IPv4 $0.005/h (list price, us-east-1, unconfirmed)")
+    eip = resource(
+        "eip-nat",
+        "ec2:elastic-ip",
+        [
+            Request(
+                "ec2",
+                "AllocateAddress",
+                {"Domain": "vpc", "TagSpecifications": ec2_tags(spec, "elastic-ip", f"{spec.name}-nat")},
+                {"AllocationId": "AllocationId"},
+            ),
+        ],
+        [Request("ec2", "ReleaseAddress", {"AllocationId": allocation})],
+        hourly_usd=PUBLIC_IPV4_USD_PER_HOUR,
+        description="Elastic IP of the NAT gateway; public IPv4 $0.005/h (list price, us-east-1, unconfirmed)",
+    )
     # One NAT gateway, not one per AZ: the cheap choice; instances in other AZs lose egress if its AZ fails.
-    gateway = resource("nat", "ec2:nat-gateway", [
-        Request("ec2", "CreateNatGateway", {
-            "SubnetId": ref(public_subnet, "SubnetId"), "AllocationId": allocation, "ConnectivityType": "public",
-            "TagSpecifications": ec2_tags(spec, "natgateway", spec.name),
-        }, {"NatGatewayId": "NatGateway.NatGatewayId"}, Wait("NatGatewayAvailable", {"NatGatewayIds": [nat]})),
-    ], [Request("ec2", "DeleteNatGateway", {"NatGatewayId": nat}, wait=Wait("NatGatewayDeleted", {"NatGatewayIds": [nat]}))],
-        after=["igw"], hourly_usd=NAT_GATEWAY_USD_PER_HOUR,
-        description="NAT gateway for private instances; $0.045/h + $0.045/GB (list price, us-east-1, unconfirmed)")
+    gateway = resource(
+        "nat",
+        "ec2:nat-gateway",
+        [
+            Request(
+                "ec2",
+                "CreateNatGateway",
+                {
+                    "SubnetId": ref(public_subnet, "SubnetId"),
+                    "AllocationId": allocation,
+                    "ConnectivityType": "public",
+                    "TagSpecifications": ec2_tags(spec, "natgateway", spec.name),
+                },
+                {"NatGatewayId": "NatGateway.NatGatewayId"},
+                Wait("NatGatewayAvailable", {"NatGatewayIds": [nat]}),
+            ),
+        ],
+        [
+            Request(
+                "ec2",
+                "DeleteNatGateway",
+                {"NatGatewayId": nat},
+                wait=Wait("NatGatewayDeleted", {"NatGatewayIds": [nat]}),
+            )
+        ],
+        after=["igw"],
+        hourly_usd=NAT_GATEWAY_USD_PER_HOUR,
+        description="NAT gateway for private instances; $0.045/h + $0.045/GB (list price, us-east-1, unconfirmed)",
+    )
     return [eip, gateway]
 
 
@@ -177,38 +277,105 @@ def security_group_resources(spec: Spec, vpc_id: str, *, port: int, listener_por
     ``port`` only from the ALB's group, no SSH; egress open (S3, PyPI, SSM)."""
     alb, inst = ref("sg-alb", "GroupId"), ref("sg-instances", "GroupId")
     cidrs = [{"CidrIp": cidr, "Description": "allowed_cidrs"} for cidr in spec.network.allowed_cidrs]
-    alb_sg = resource("sg-alb", "ec2:security-group", [
-        _create_group(spec, "alb", vpc_id, "neurondeploy load balancer: listener ports from allowed_cidrs"),
-        Request("ec2", "AuthorizeSecurityGroupIngress", {"GroupId": alb, "IpPermissions": [
-            {"IpProtocol": "tcp", "FromPort": p, "ToPort": p, "IpRanges": cidrs} for p in listener_ports]}),
-        # A new group allows all egress; the ALB only needs to reach the instances (sg-alb-egress).
-        Request("ec2", "RevokeSecurityGroupEgress", {"GroupId": alb, "IpPermissions": [
-            {"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]}),
-    ], [Request("ec2", "DeleteSecurityGroup", {"GroupId": alb})], description="Load balancer security group")
-    instances_sg = resource("sg-instances", "ec2:security-group", [
-        _create_group(spec, "instances", vpc_id, "neurondeploy instances: serving port from the load balancer only"),
-        Request("ec2", "AuthorizeSecurityGroupIngress", {"GroupId": inst, "IpPermissions": [
-            {"IpProtocol": "tcp", "FromPort": port, "ToPort": port,
-             "UserIdGroupPairs": [{"GroupId": alb, "Description": "load balancer"}]}]}),
-    ], [Request("ec2", "DeleteSecurityGroup", {"GroupId": inst})], description="Instance security group")
+    alb_sg = resource(
+        "sg-alb",
+        "ec2:security-group",
+        [
+            _create_group(spec, "alb", vpc_id, "neurondeploy load balancer: listener ports from allowed_cidrs"),
+            Request(
+                "ec2",
+                "AuthorizeSecurityGroupIngress",
+                {
+                    "GroupId": alb,
+                    "IpPermissions": [
+                        {"IpProtocol": "tcp", "FromPort": p, "ToPort": p, "IpRanges": cidrs} for p in listener_ports
+                    ],
+                },
+            ),
+            # A new group allows all egress; the ALB only needs to reach the instances (sg-alb-egress).
+            Request(
+                "ec2",
+                "RevokeSecurityGroupEgress",
+                {"GroupId": alb, "IpPermissions": [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]},
+            ),
+        ],
+        [Request("ec2", "DeleteSecurityGroup", {"GroupId": alb})],
+        description="Load balancer security group",
+    )
+    instances_sg = resource(
+        "sg-instances",
+        "ec2:security-group",
+        [
+            _create_group(
+                spec, "instances", vpc_id, "neurondeploy instances: serving port from the load balancer only"
+            ),
+            Request(
+                "ec2",
+                "AuthorizeSecurityGroupIngress",
+                {
+                    "GroupId": inst,
+                    "IpPermissions": [
+                        {
+                            "IpProtocol": "tcp",
+                            "FromPort": port,
+                            "ToPort": port,
+                            "UserIdGroupPairs": [{"GroupId": alb, "Description": "load balancer"}],
+                        }
+                    ],
+                },
+            ),
+        ],
+        [Request("ec2", "DeleteSecurityGroup", {"GroupId": inst})],
+        description="Instance security group",
+    )
     # Its own resource: the ALB group referring to the instance group and back would be a cycle.
-    egress = resource("sg-alb-egress", "ec2:security-group-rule", [
-        Request("ec2", "AuthorizeSecurityGroupEgress", {
-            "GroupId": alb, "IpPermissions": [{"IpProtocol": "tcp", "FromPort": port, "ToPort": port,
-                                               "UserIdGroupPairs": [{"GroupId": inst, "Description": "instances"}]}],
-            "TagSpecifications": ec2_tags(spec, "security-group-rule"),
-        }, {"SecurityGroupRuleId": "SecurityGroupRules[0].SecurityGroupRuleId"}),
-    ], [Request("ec2", "RevokeSecurityGroupEgress", {"GroupId": alb, "SecurityGroupRuleIds": [ref("sg-alb-egress", "SecurityGroupRuleId")]})],
-        description="Load balancer egress to the instances' serving port only")
+    egress = resource(
+        "sg-alb-egress",
+        "ec2:security-group-rule",
+        [
+            Request(
+                "ec2",
+                "AuthorizeSecurityGroupEgress",
+                {
+                    "GroupId": alb,
+                    "IpPermissions": [
+                        {
+                            "IpProtocol": "tcp",
+                            "FromPort": port,
+                            "ToPort": port,
+                            "UserIdGroupPairs": [{"GroupId": inst, "Description": "instances"}],
+                        }
+                    ],
+                    "TagSpecifications": ec2_tags(spec, "security-group-rule"),
+                },
+                {"SecurityGroupRuleId": "SecurityGroupRules[0].SecurityGroupRuleId"},
+            ),
+        ],
+        [
+            Request(
+                "ec2",
+                "RevokeSecurityGroupEgress",
+                {"GroupId": alb, "SecurityGroupRuleIds": [ref("sg-alb-egress", "SecurityGroupRuleId")]},
+            )
+        ],
+        description="Load balancer egress to the instances' serving port only",
+    )
     return [alb_sg, instances_sg, egress]
 
 
 def _create_group(spec: Spec, suffix: str, vpc_id: str, description: str) -> Request:
     name = f"{spec.name}-{suffix}"
-    return Request("ec2", "CreateSecurityGroup", {
-        "GroupName": name, "Description": description, "VpcId": vpc_id,
-        "TagSpecifications": ec2_tags(spec, "security-group", name),
-    }, {"GroupId": "GroupId"})
+    return Request(
+        "ec2",
+        "CreateSecurityGroup",
+        {
+            "GroupName": name,
+            "Description": description,
+            "VpcId": vpc_id,
+            "TagSpecifications": ec2_tags(spec, "security-group", name),
+        },
+        {"GroupId": "GroupId"},
+    )
 
 
 # --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
@@ -250,8 +417,10 @@ def _ingress(aws: Caller, group: dict, ids: Mapping, expected: Expected) -> list
 
 def _routes(aws: Caller, table: dict, ids: Mapping, expected: Expected) -> list[str]:
     problems = []
-    live = {(r.get("DestinationCidrBlock"), r.get("GatewayId") or r.get("NatGatewayId")): r.get("State")
-            for r in table.get("Routes", [])}
+    live = {
+        (r.get("DestinationCidrBlock"), r.get("GatewayId") or r.get("NatGatewayId")): r.get("State")
+        for r in table.get("Routes", [])
+    }
     for params in expected.all("CreateRoute"):
         target = params.get("GatewayId") or params.get("NatGatewayId")
         state = live.get((params.get("DestinationCidrBlock"), target))
@@ -280,7 +449,9 @@ def revoke_rule(d: Caller, rule: dict) -> bool:
 
 def release_security_groups(d: Caller, group_ids: list[str]) -> None:
     """Revoke every rule of these groups that names another group (see the sweep's release_security_groups)."""
-    for page in d.paged.call("ec2", "DescribeSecurityGroupRules", {"Filters": [{"Name": "group-id", "Values": group_ids}]}):
+    for page in d.paged.call(
+        "ec2", "DescribeSecurityGroupRules", {"Filters": [{"Name": "group-id", "Values": group_ids}]}
+    ):
         for rule in page.get("SecurityGroupRules", []):
             if rule.get("ReferencedGroupInfo", {}).get("GroupId"):
                 revoke_rule(d, rule)
@@ -309,7 +480,7 @@ def _delete_security_group_rule(d: Caller, rule_id: str) -> bool:
 
 def _delete_route_table(d: Caller, table_id: str) -> bool:
     tables = (d.call("ec2", "DescribeRouteTables", {"RouteTableIds": [table_id]}) or {}).get("RouteTables", [])
-    for association in (tables[0].get("Associations", []) if tables else []):
+    for association in tables[0].get("Associations", []) if tables else []:
         if association.get("Main"):
             return False  # the VPC's main table goes with the VPC
         d.call("ec2", "DisassociateRouteTable", {"AssociationId": association["RouteTableAssociationId"]})
@@ -326,65 +497,169 @@ def _delete_internet_gateway(d: Caller, gateway_id: str) -> bool:
 
 # Elastic IPs have nothing of ours to compare: drift checks that they exist (and their tags) only.
 KINDS = (
-    Kind("ec2:vpc",
-         describe=Describe(Request("ec2", "DescribeVpcs", {"VpcIds": [it("VpcId")]}), "Vpcs[0]",
-                           (Attr("CIDR", "CidrBlock", "CreateVpc", "CidrBlock"),)),
-         find=tagged("ec2:vpc", Request("ec2", "DescribeVpcs", {"Filters": TAGGED}), "Vpcs", "VpcId", 20, extra="CidrBlock"),
-         delete=lambda d, i: done(d.call("ec2", "DeleteVpc", {"VpcId": i})), order=270),
-    Kind("ec2:subnet",
-         describe=Describe(Request("ec2", "DescribeSubnets", {"SubnetIds": [it("SubnetId")]}), "Subnets[0]", (
-             Attr("CIDR", "CidrBlock", "CreateSubnet", "CidrBlock"),
-             Attr("availability zone", "AvailabilityZone", "CreateSubnet", "AvailabilityZone"),
-             Attr("public IP on launch", "MapPublicIpOnLaunch", "ModifySubnetAttribute", "MapPublicIpOnLaunch.Value"))),
-         find=tagged("ec2:subnet", Request("ec2", "DescribeSubnets", {"Filters": TAGGED}), "Subnets", "SubnetId", 30,
-                     extra="CidrBlock"),
-         delete=lambda d, i: done(d.call("ec2", "DeleteSubnet", {"SubnetId": i})), order=240),
-    Kind("ec2:internet-gateway",
-         describe=Describe(Request("ec2", "DescribeInternetGateways", {"InternetGatewayIds": [it("InternetGatewayId")]}),
-                           "InternetGateways[0]",
-                           (Attr("attached VPC", "Attachments[0].VpcId", "AttachInternetGateway", "VpcId"),)),
-         find=tagged("ec2:internet-gateway", Request("ec2", "DescribeInternetGateways", {"Filters": TAGGED}),
-                     "InternetGateways", "InternetGatewayId", 70),
-         delete=_delete_internet_gateway, order=260),
-    Kind("ec2:route-table",
-         describe=Describe(Request("ec2", "DescribeRouteTables", {"RouteTableIds": [it("RouteTableId")]}),
-                           "RouteTables[0]", extra=_routes),
-         find=tagged("ec2:route-table", Request("ec2", "DescribeRouteTables", {"Filters": TAGGED}),
-                     "RouteTables", "RouteTableId", 60),
-         delete=_delete_route_table, order=250),
-    Kind("ec2:route-table-association",  # goes with its route table
-         describe=Describe(Request("ec2", "DescribeRouteTables", {
-             "Filters": [{"Name": "association.route-table-association-id", "Values": [it("AssociationId")]}]}),
-             "RouteTables[0]", extra=_compare_association, tags=None)),
-    Kind("ec2:elastic-ip",
-         describe=Describe(Request("ec2", "DescribeAddresses", {"AllocationIds": [it("AllocationId")]}), "Addresses[0]"),
-         find=tagged("ec2:elastic-ip", Request("ec2", "DescribeAddresses", {"Filters": TAGGED}), "Addresses",
-                     "AllocationId", 120, detail=lambda a: f"Elastic IP {a.get('PublicIp')}", paged=False),
-         delete=_release_address, order=190),
-    Kind("ec2:nat-gateway",
-         describe=Describe(Request("ec2", "DescribeNatGateways", {"NatGatewayIds": [it("NatGatewayId")]}), "NatGateways[0]",
-                           (Attr("subnet", "SubnetId", "CreateNatGateway", "SubnetId"),),
-                           gone=("State", ("deleting", "deleted")), bad=("State", ("failed",))),
-         # DescribeNatGateways calls its filter list "Filter".
-         find=tagged("ec2:nat-gateway", Request("ec2", "DescribeNatGateways", {
-             "Filter": [*TAGGED, {"Name": "state", "Values": _NAT_STATES}]}), "NatGateways", "NatGatewayId", 110,
-             detail=lambda nat: f"NAT gateway {nat.get('State')} in {nat.get('SubnetId')}"),
-         delete=_delete_nat_gateway, order=180, arn=("ec2", "natgateway")),
-    Kind("ec2:security-group",
-         describe=Describe(Request("ec2", "DescribeSecurityGroups", {"GroupIds": [it("GroupId")]}),
-                           "SecurityGroups[0]", extra=_ingress),
-         find=tagged("ec2:security-group", Request("ec2", "DescribeSecurityGroups", {"Filters": TAGGED}),
-                     "SecurityGroups", "GroupId", 40, extra="GroupName"),
-         # After release_security_groups (the sweep's): groups referring to each other delete in any order.
-         delete=lambda d, i: done(d.call("ec2", "DeleteSecurityGroup", {"GroupId": i})), order=230),
-    Kind("ec2:security-group-rule",
-         describe=Describe(Request("ec2", "DescribeSecurityGroupRules", {"SecurityGroupRuleIds": [it("SecurityGroupRuleId")]}),
-                           "SecurityGroupRules[0]", (
-                               Attr("protocol", "IpProtocol", "AuthorizeSecurityGroupEgress", "IpPermissions[0].IpProtocol"),
-                               Attr("port", "FromPort", "AuthorizeSecurityGroupEgress", "IpPermissions[0].FromPort"),
-                               Attr("referenced group", "ReferencedGroupInfo.GroupId", "AuthorizeSecurityGroupEgress",
-                                    "IpPermissions[0].UserIdGroupPairs[0].GroupId"))),
-         find=tagged("ec2:security-group-rule", Request("ec2", "DescribeSecurityGroupRules", {"Filters": TAGGED}),
-                     "SecurityGroupRules", "SecurityGroupRuleId", 50, extra="GroupId"),
-         delete=_delete_security_group_rule, order=220),
+    Kind(
+        "ec2:vpc",
+        describe=Describe(
+            Request("ec2", "DescribeVpcs", {"VpcIds": [it("VpcId")]}),
+            "Vpcs[0]",
+            (Attr("CIDR", "CidrBlock", "CreateVpc", "CidrBlock"),),
+        ),
+        find=tagged(
+            "ec2:vpc", Request("ec2", "DescribeVpcs", {"Filters": TAGGED}), "Vpcs", "VpcId", 20, extra="CidrBlock"
+        ),
+        delete=lambda d, i: done(d.call("ec2", "DeleteVpc", {"VpcId": i})),
+        order=270,
+    ),
+    Kind(
+        "ec2:subnet",
+        describe=Describe(
+            Request("ec2", "DescribeSubnets", {"SubnetIds": [it("SubnetId")]}),
+            "Subnets[0]",
+            (
+                Attr("CIDR", "CidrBlock", "CreateSubnet", "CidrBlock"),
+                Attr("availability zone", "AvailabilityZone", "CreateSubnet", "AvailabilityZone"),
+                Attr(
+                    "public IP on launch", "MapPublicIpOnLaunch", "ModifySubnetAttribute", "MapPublicIpOnLaunch.Value"
+                ),
+            ),
+        ),
+        find=tagged(
+            "ec2:subnet",
+            Request("ec2", "DescribeSubnets", {"Filters": TAGGED}),
+            "Subnets",
+            "SubnetId",
+            30,
+            extra="CidrBlock",
+        ),
+        delete=lambda d, i: done(d.call("ec2", "DeleteSubnet", {"SubnetId": i})),
+        order=240,
+    ),
+    Kind(
+        "ec2:internet-gateway",
+        describe=Describe(
+            Request("ec2", "DescribeInternetGateways", {"InternetGatewayIds": [it("InternetGatewayId")]}),
+            "InternetGateways[0]",
+            (Attr("attached VPC", "Attachments[0].VpcId", "AttachInternetGateway", "VpcId"),),
+        ),
+        find=tagged(
+            "ec2:internet-gateway",
+            Request("ec2", "DescribeInternetGateways", {"Filters": TAGGED}),
+            "InternetGateways",
+            "InternetGatewayId",
+            70,
+        ),
+        delete=_delete_internet_gateway,
+        order=260,
+    ),
+    Kind(
+        "ec2:route-table",
+        describe=Describe(
+            Request("ec2", "DescribeRouteTables", {"RouteTableIds": [it("RouteTableId")]}),
+            "RouteTables[0]",
+            extra=_routes,
+        ),
+        find=tagged(
+            "ec2:route-table",
+            Request("ec2", "DescribeRouteTables", {"Filters": TAGGED}),
+            "RouteTables",
+            "RouteTableId",
+            60,
+        ),
+        delete=_delete_route_table,
+        order=250,
+    ),
+    Kind(
+        "ec2:route-table-association",  # goes with its route table
+        describe=Describe(
+            Request(
+                "ec2",
+                "DescribeRouteTables",
+                {"Filters": [{"Name": "association.route-table-association-id", "Values": [it("AssociationId")]}]},
+            ),
+            "RouteTables[0]",
+            extra=_compare_association,
+            tags=None,
+        ),
+    ),
+    Kind(
+        "ec2:elastic-ip",
+        describe=Describe(Request("ec2", "DescribeAddresses", {"AllocationIds": [it("AllocationId")]}), "Addresses[0]"),
+        find=tagged(
+            "ec2:elastic-ip",
+            Request("ec2", "DescribeAddresses", {"Filters": TAGGED}),
+            "Addresses",
+            "AllocationId",
+            120,
+            detail=lambda a: f"Elastic IP {a.get('PublicIp')}",
+            paged=False,
+        ),
+        delete=_release_address,
+        order=190,
+    ),
+    Kind(
+        "ec2:nat-gateway",
+        describe=Describe(
+            Request("ec2", "DescribeNatGateways", {"NatGatewayIds": [it("NatGatewayId")]}),
+            "NatGateways[0]",
+            (Attr("subnet", "SubnetId", "CreateNatGateway", "SubnetId"),),
+            gone=("State", ("deleting", "deleted")),
+            bad=("State", ("failed",)),
+        ),
+        # DescribeNatGateways calls its filter list "Filter".
+        find=tagged(
+            "ec2:nat-gateway",
+            Request("ec2", "DescribeNatGateways", {"Filter": [*TAGGED, {"Name": "state", "Values": _NAT_STATES}]}),
+            "NatGateways",
+            "NatGatewayId",
+            110,
+            detail=lambda nat: f"NAT gateway {nat.get('State')} in {nat.get('SubnetId')}",
+        ),
+        delete=_delete_nat_gateway,
+        order=180,
+        arn=("ec2", "natgateway"),
+    ),
+    Kind(
+        "ec2:security-group",
+        describe=Describe(
+            Request("ec2", "DescribeSecurityGroups", {"GroupIds": [it("GroupId")]}), "SecurityGroups[0]", extra=_ingress
+        ),
+        find=tagged(
+            "ec2:security-group",
+            Request("ec2", "DescribeSecurityGroups", {"Filters": TAGGED}),
+            "SecurityGroups",
+            "GroupId",
+            40,
+            extra="GroupName",
+        ),
+        # After release_security_groups (the sweep's): groups referring to each other delete in any order.
+        delete=lambda d, i: done(d.call("ec2", "DeleteSecurityGroup", {"GroupId": i})),
+        order=230,
+    ),
+    Kind(
+        "ec2:security-group-rule",
+        describe=Describe(
+            Request("ec2", "DescribeSecurityGroupRules", {"SecurityGroupRuleIds": [it("SecurityGroupRuleId")]}),
+            "SecurityGroupRules[0]",
+            (
+                Attr("protocol", "IpProtocol", "AuthorizeSecurityGroupEgress", "IpPermissions[0].IpProtocol"),
+                Attr("port", "FromPort", "AuthorizeSecurityGroupEgress", "IpPermissions[0].FromPort"),
+                Attr(
+                    "referenced group",
+                    "ReferencedGroupInfo.GroupId",
+                    "AuthorizeSecurityGroupEgress",
+                    "IpPermissions[0].UserIdGroupPairs[0].GroupId",
+                ),
+            ),
+        ),
+        find=tagged(
+            "ec2:security-group-rule",
+            Request("ec2", "DescribeSecurityGroupRules", {"Filters": TAGGED}),
+            "SecurityGroupRules",
+            "SecurityGroupRuleId",
+            50,
+            extra="GroupId",
+        ),
+        delete=_delete_security_group_rule,
+        order=220,
+    ),
 )

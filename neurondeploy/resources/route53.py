@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from neurondeploy.resources.refs import ref
-from neurondeploy.resources.model import Request, Resource, Wait, resource
 from neurondeploy.resources.kinds import Caller, Describe, Expected, Find, Kind, Scan, done, it
+from neurondeploy.resources.model import Request, Resource, Wait, resource
+from neurondeploy.resources.refs import ref
 from neurondeploy.specs import InferenceSpec
 
 OWNER_PREFIX = "_neurondeploy."
@@ -26,42 +26,79 @@ def owner_record_value(spec: InferenceSpec) -> str:
 
 
 def _change(spec: InferenceSpec, action: str, record: dict, comment: str) -> dict:
-    return {"HostedZoneId": spec.dns.hosted_zone_id,
-            "ChangeBatch": {"Comment": comment, "Changes": [{"Action": action, "ResourceRecordSet": record}]}}
+    return {
+        "HostedZoneId": spec.dns.hosted_zone_id,
+        "ChangeBatch": {"Comment": comment, "Changes": [{"Action": action, "ResourceRecordSet": record}]},
+    }
 
 
-def _record(name: str, spec, record: dict, *, create_action: str = "CREATE", wait: Wait | None = None,
-            after: list[str] = (), description: str) -> Resource:
+def _record(
+    name: str,
+    spec,
+    record: dict,
+    *,
+    create_action: str = "CREATE",
+    wait: Wait | None = None,
+    after: list[str] = (),
+    description: str,
+) -> Resource:
     comment = f"neurondeploy {spec.name}"
-    return resource(name, "route53:record",
-                    [Request("route53", "ChangeResourceRecordSets", _change(spec, create_action, record, comment), wait=wait)],
-                    [Request("route53", "ChangeResourceRecordSets", _change(spec, "DELETE", record, comment))],
-                    after=after, taggable=False, description=description)
+    return resource(
+        name,
+        "route53:record",
+        [Request("route53", "ChangeResourceRecordSets", _change(spec, create_action, record, comment), wait=wait)],
+        [Request("route53", "ChangeResourceRecordSets", _change(spec, "DELETE", record, comment))],
+        after=after,
+        taggable=False,
+        description=description,
+    )
 
 
 def owner_record_resource(spec: InferenceSpec) -> Resource:
-    record = {"Name": owner_record_name(spec), "Type": "TXT", "TTL": TTL_S,
-              "ResourceRecords": [{"Value": owner_record_value(spec)}]}
+    record = {
+        "Name": owner_record_name(spec),
+        "Type": "TXT",
+        "TTL": TTL_S,
+        "ResourceRecords": [{"Value": owner_record_value(spec)}],
+    }
     # CREATE, not UPSERT: fails if another deployment already owns the name.
-    return _record("dns-owner", spec, record, description=f"Ownership TXT {owner_record_name(spec)} (records have no tags)")
+    return _record(
+        "dns-owner", spec, record, description=f"Ownership TXT {owner_record_name(spec)} (records have no tags)"
+    )
 
 
 def alias_record_resource(spec: InferenceSpec) -> Resource:
-    record = {"Name": spec.dns.record_name, "Type": "A", "AliasTarget": {
-        "HostedZoneId": ref("alb", "CanonicalHostedZoneId"), "DNSName": ref("alb", "DNSName"),
-        "EvaluateTargetHealth": True}}
+    record = {
+        "Name": spec.dns.record_name,
+        "Type": "A",
+        "AliasTarget": {
+            "HostedZoneId": ref("alb", "CanonicalHostedZoneId"),
+            "DNSName": ref("alb", "DNSName"),
+            "EvaluateTargetHealth": True,
+        },
+    }
     # CREATE: never overwrites a record someone else made.
-    return _record("dns-alias", spec, record, after=["dns-owner"],
-                   description=f"A alias {spec.dns.record_name} -> load balancer")
+    return _record(
+        "dns-alias", spec, record, after=["dns-owner"], description=f"A alias {spec.dns.record_name} -> load balancer"
+    )
 
 
 def validation_record_resource(spec: InferenceSpec) -> Resource:
-    record = {"Name": ref("certificate", "ValidationRecordName"), "Type": "CNAME", "TTL": TTL_S,
-              "ResourceRecords": [{"Value": ref("certificate", "ValidationRecordValue")}]}
+    record = {
+        "Name": ref("certificate", "ValidationRecordName"),
+        "Type": "CNAME",
+        "TTL": TTL_S,
+        "ResourceRecords": [{"Value": ref("certificate", "ValidationRecordValue")}],
+    }
     # UPSERT: ACM gives every certificate for the same name in an account the same CNAME, so it may exist.
-    return _record("cert-validation-record", spec, record, create_action="UPSERT",
-                   wait=Wait("CertificateValidated", {"CertificateArn": ref("certificate", "CertificateArn")}, "acm"),
-                   description="ACM DNS-validation CNAME; apply waits until the certificate is ISSUED")
+    return _record(
+        "cert-validation-record",
+        spec,
+        record,
+        create_action="UPSERT",
+        wait=Wait("CertificateValidated", {"CertificateArn": ref("certificate", "CertificateArn")}, "acm"),
+        description="ACM DNS-validation CNAME; apply waits until the certificate is ISSUED",
+    )
 
 
 # --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
@@ -82,22 +119,33 @@ def record_id(zone: str, record: dict) -> str:
 def _find_records(scan: Scan, zone: str) -> None:
     """In one hosted zone: our ownership TXT records, the A/AAAA/CNAME records at the names they vouch for, and
     the DNS-validation CNAMEs of our certificates (``scan.certificates``) at such names."""
-    records = [r for page in scan.paged.call("route53", "ListResourceRecordSets", {"HostedZoneId": zone})
-               for r in page.get("ResourceRecordSets", [])]
+    records = [
+        r
+        for page in scan.paged.call("route53", "ListResourceRecordSets", {"HostedZoneId": zone})
+        for r in page.get("ResourceRecordSets", [])
+    ]
     owned = set()
     for r in records:
-        if r["Type"] == "TXT" and dns(r["Name"]).startswith(OWNER_PREFIX) and \
-                any(v.get("Value") == f'"deployment={scan.deployment}"' for v in r.get("ResourceRecords", [])):
-            owned.add(dns(r["Name"])[len(OWNER_PREFIX):])
+        if (
+            r["Type"] == "TXT"
+            and dns(r["Name"]).startswith(OWNER_PREFIX)
+            and any(v.get("Value") == f'"deployment={scan.deployment}"' for v in r.get("ResourceRecords", []))
+        ):
+            owned.add(dns(r["Name"])[len(OWNER_PREFIX) :])
             scan.add("route53:owner-record", record_id(zone, r), f"ownership TXT {dns(r['Name'])} in {zone}", "global")
-    validation = {(dns(o["ResourceRecord"]["Name"]), dns(o["ResourceRecord"]["Value"]))
-                  for c in scan.certificates if dns(c.get("DomainName", "")) in owned
-                  for o in c.get("DomainValidationOptions", []) if o.get("ResourceRecord")}
+    validation = {
+        (dns(o["ResourceRecord"]["Name"]), dns(o["ResourceRecord"]["Value"]))
+        for c in scan.certificates
+        if dns(c.get("DomainName", "")) in owned
+        for o in c.get("DomainValidationOptions", [])
+        if o.get("ResourceRecord")
+    }
     for r in records:
         name = dns(r["Name"])
         values = {dns(v.get("Value", "")) for v in r.get("ResourceRecords", [])}
-        if (name in owned and r["Type"] in _RECORD_TYPES) or \
-                (r["Type"] == "CNAME" and any((name, v) in validation for v in values)):
+        if (name in owned and r["Type"] in _RECORD_TYPES) or (
+            r["Type"] == "CNAME" and any((name, v) in validation for v in values)
+        ):
             scan.add("route53:record", record_id(zone, r), f"{r['Type']} {name} in {zone}", "global")
 
 
@@ -107,8 +155,14 @@ _FIND = Find("route53 zone {zone}", 700, _find_records, per_zone=True)
 def find_record(d: Caller, ident: str) -> dict | None:
     """The record a record leftover's id names, if it is still there."""
     zone, record_type, name = ident.split("|", 2)
-    page = d.call("route53", "ListResourceRecordSets", {
-        "HostedZoneId": zone, "StartRecordName": name, "StartRecordType": record_type, "MaxItems": "1"}) or {}
+    page = (
+        d.call(
+            "route53",
+            "ListResourceRecordSets",
+            {"HostedZoneId": zone, "StartRecordName": name, "StartRecordType": record_type, "MaxItems": "1"},
+        )
+        or {}
+    )
     for record in page.get("ResourceRecordSets", [])[:1]:  # the first record at or after (name, type)
         if dns(record["Name"]) == name and record["Type"] == record_type:
             return record
@@ -119,8 +173,19 @@ def _delete_record(d: Caller, ident: str) -> bool:
     record = find_record(d, ident)
     if record is None:
         return False
-    return done(d.call("route53", "ChangeResourceRecordSets", {"HostedZoneId": ident.split("|", 1)[0], "ChangeBatch": {
-        "Comment": "neurondeploy destroy (sweep)", "Changes": [{"Action": "DELETE", "ResourceRecordSet": record}]}}))
+    return done(
+        d.call(
+            "route53",
+            "ChangeResourceRecordSets",
+            {
+                "HostedZoneId": ident.split("|", 1)[0],
+                "ChangeBatch": {
+                    "Comment": "neurondeploy destroy (sweep)",
+                    "Changes": [{"Action": "DELETE", "ResourceRecordSet": record}],
+                },
+            },
+        )
+    )
 
 
 def _same_record(record: dict, ids: Mapping) -> bool:
@@ -148,10 +213,27 @@ def _compare_record(aws: Caller, record: dict, ids: Mapping, expected: Expected)
 KINDS = (
     # The recorded delete request holds the whole record: what it should be, with or without create requests.
     # In state every record is route53:record; the sweep tells the ownership TXT records apart (deleted last).
-    Kind("route53:record",
-         describe=Describe(Request("route53", "ListResourceRecordSets", {
-             "HostedZoneId": it("HostedZoneId"), "StartRecordName": it("RecordName"), "StartRecordType": it("RecordType"),
-             "MaxItems": "1"}), "ResourceRecordSets[0]", extra=_compare_record, tags=None, same=_same_record),
-         find=_FIND, delete=_delete_record, order=130),
+    Kind(
+        "route53:record",
+        describe=Describe(
+            Request(
+                "route53",
+                "ListResourceRecordSets",
+                {
+                    "HostedZoneId": it("HostedZoneId"),
+                    "StartRecordName": it("RecordName"),
+                    "StartRecordType": it("RecordType"),
+                    "MaxItems": "1",
+                },
+            ),
+            "ResourceRecordSets[0]",
+            extra=_compare_record,
+            tags=None,
+            same=_same_record,
+        ),
+        find=_FIND,
+        delete=_delete_record,
+        order=130,
+    ),
     Kind("route53:owner-record", find=_FIND, delete=_delete_record, order=140),
 )

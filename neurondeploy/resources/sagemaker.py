@@ -9,12 +9,11 @@ from neurondeploy.resources.iam import (
     role_resource,
     vpc_statements,
 )
-from neurondeploy.resources.refs import ref
-from neurondeploy.resources.model import Request, Resource, resource
-from neurondeploy.resources.naming import ec2_tags
-from neurondeploy.resources.naming import ownership_tags, tag_list
-from neurondeploy.specs import Spec
 from neurondeploy.resources.kinds import Find, Reader, Scan, ours
+from neurondeploy.resources.model import Request, Resource, resource
+from neurondeploy.resources.naming import ec2_tags, ownership_tags, tag_list
+from neurondeploy.resources.refs import ref
+from neurondeploy.specs import Spec
 
 SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
 
@@ -24,8 +23,16 @@ def execution_role_resources(spec: Spec, statements: list[dict], what: str) -> l
         return []
     if vpc_config(spec):
         statements = statements + vpc_statements()
-    return [role_resource(spec, "execution-role", "sagemaker-role", SAGEMAKER_PRINCIPAL, statements,
-                          f"SageMaker execution role for {what} {spec.name}: its S3 prefixes, image and logs only")]
+    return [
+        role_resource(
+            spec,
+            "execution-role",
+            "sagemaker-role",
+            SAGEMAKER_PRINCIPAL,
+            statements,
+            f"SageMaker execution role for {what} {spec.name}: its S3 prefixes, image and logs only",
+        )
+    ]
 
 
 def security_group_resources(spec: Spec, *, training: bool) -> list[Resource]:
@@ -36,16 +43,42 @@ def security_group_resources(spec: Spec, *, training: bool) -> list[Resource]:
         return []
     group = ref("sg-sagemaker", "GroupId")
     name = f"{spec.name}-sagemaker"
-    create = [Request("ec2", "CreateSecurityGroup", {
-        "GroupName": name, "VpcId": spec.network.vpc_id, "TagSpecifications": ec2_tags(spec, "security-group", name),
-        "Description": "neurondeploy SageMaker " + ("training hosts: all traffic between them" if training else "endpoint: no ingress"),
-    }, {"GroupId": "GroupId"})]
+    create = [
+        Request(
+            "ec2",
+            "CreateSecurityGroup",
+            {
+                "GroupName": name,
+                "VpcId": spec.network.vpc_id,
+                "TagSpecifications": ec2_tags(spec, "security-group", name),
+                "Description": "neurondeploy SageMaker "
+                + ("training hosts: all traffic between them" if training else "endpoint: no ingress"),
+            },
+            {"GroupId": "GroupId"},
+        )
+    ]
     if training:
-        create.append(Request("ec2", "AuthorizeSecurityGroupIngress", {"GroupId": group, "IpPermissions": [
-            {"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group, "Description": "training hosts"}]}]}))
-    return [resource("sg-sagemaker", "ec2:security-group", create,
-                     [Request("ec2", "DeleteSecurityGroup", {"GroupId": group})],
-                     description="Security group of SageMaker's network interfaces in the VPC")]
+        create.append(
+            Request(
+                "ec2",
+                "AuthorizeSecurityGroupIngress",
+                {
+                    "GroupId": group,
+                    "IpPermissions": [
+                        {"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group, "Description": "training hosts"}]}
+                    ],
+                },
+            )
+        )
+    return [
+        resource(
+            "sg-sagemaker",
+            "ec2:security-group",
+            create,
+            [Request("ec2", "DeleteSecurityGroup", {"GroupId": group})],
+            description="Security group of SageMaker's network interfaces in the VPC",
+        )
+    ]
 
 
 NAME_MAX = 63  # model, endpoint config, endpoint and training job names
@@ -76,13 +109,29 @@ def _find_sagemaker(scan: Scan) -> None:
     paged, named = scan.paged, {"NameContains": scan.deployment}
     endpoints = []
     for pages, key, name_key, arn_key, kind in [
-        (paged.call("sagemaker", "ListEndpoints", named), "Endpoints", "EndpointName", "EndpointArn", "sagemaker:endpoint"),
-        (paged.call("sagemaker", "ListEndpointConfigs", named), "EndpointConfigs", "EndpointConfigName", "EndpointConfigArn",
-         "sagemaker:endpoint-config"),
+        (
+            paged.call("sagemaker", "ListEndpoints", named),
+            "Endpoints",
+            "EndpointName",
+            "EndpointArn",
+            "sagemaker:endpoint",
+        ),
+        (
+            paged.call("sagemaker", "ListEndpointConfigs", named),
+            "EndpointConfigs",
+            "EndpointConfigName",
+            "EndpointConfigArn",
+            "sagemaker:endpoint-config",
+        ),
         (paged.call("sagemaker", "ListModels", named), "Models", "ModelName", "ModelArn", "sagemaker:model"),
         # Jobs cannot be deleted; only a running one is a leftover (destroy stops it).
-        (paged.call("sagemaker", "ListTrainingJobs", {**named, "StatusEquals": "InProgress"}), "TrainingJobSummaries",
-         "TrainingJobName", "TrainingJobArn", "sagemaker:training-job"),
+        (
+            paged.call("sagemaker", "ListTrainingJobs", {**named, "StatusEquals": "InProgress"}),
+            "TrainingJobSummaries",
+            "TrainingJobName",
+            "TrainingJobArn",
+            "sagemaker:training-job",
+        ),
     ]:
         for page in pages:
             for item in page.get(key, []):

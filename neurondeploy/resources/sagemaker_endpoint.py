@@ -13,25 +13,29 @@ import math
 from neurondeploy import __version__, catalog
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.compute import capacity
-from neurondeploy.resources.model import PlanContext
+from neurondeploy.resources.iam import ecr_pull_statements, s3_statements, sagemaker_log_statements
+from neurondeploy.resources.kinds import Attr, Caller, Describe, Kind, done, it
+from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, resource, with_lookups
 from neurondeploy.resources.naming import (
     account,
     artifact_uri,
     aws_name,
     content_suffix,
     ownership_tags,
+    parent_uri,
     partition,
 )
-from neurondeploy.resources.iam import ecr_pull_statements, s3_statements, sagemaker_log_statements
-from neurondeploy.resources.model import Request, Resource, Wait, resource, with_lookups
-from neurondeploy.resources.naming import parent_uri
-
 from neurondeploy.resources.sagemaker import (
-    NAME_MAX, execution_role_arn, execution_role_resources, sagemaker_tags, security_group_resources, vpc_config,
+    FIND_SAGEMAKER,
+    NAME_MAX,
+    execution_role_arn,
+    execution_role_resources,
+    sagemaker_tags,
+    security_group_resources,
+    tags_by_arn,
+    vpc_config,
 )
 from neurondeploy.specs import InferenceSpec
-from neurondeploy.resources.sagemaker import FIND_SAGEMAKER, tags_by_arn
-from neurondeploy.resources.kinds import Attr, Caller, Describe, Kind, done, it
 
 SERVING_REPOSITORY = "neurondeploy-serving"
 VARIANT = "AllTraffic"
@@ -69,36 +73,64 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
     batch, sequence = max(spec.compile.batch_sizes), max(spec.compile.sequence_lengths)
     tp = spec.deployment.tensor_parallel
     if kind == "hf-vllm":  # the entrypoint turns SM_ON_<X> into `optimum-cli neuron serve --<x>` (facts §4.6)
-        env = {"SM_ON_MODEL": spec.model.hf_model_id, "SM_ON_TENSOR_PARALLEL_SIZE": str(tp),
-               "SM_ON_BATCH_SIZE": str(batch), "SM_ON_SEQUENCE_LENGTH": str(sequence), "SM_ON_PORT": str(SAGEMAKER_PORT)}
+        env = {
+            "SM_ON_MODEL": spec.model.hf_model_id,
+            "SM_ON_TENSOR_PARALLEL_SIZE": str(tp),
+            "SM_ON_BATCH_SIZE": str(batch),
+            "SM_ON_SEQUENCE_LENGTH": str(sequence),
+            "SM_ON_PORT": str(SAGEMAKER_PORT),
+        }
     elif kind == "hf-tgi":  # facts §4.5: MAX_TOTAL_TOKENS = compiled sequence length, input < it
         if spec.model.dtype not in _TGI_CAST:
-            raise PlanError(f"TGI Neuron serves fp16, bf16 or fp32 weights, not {spec.model.dtype}", "set model.dtype to bfloat16")
+            raise PlanError(
+                f"TGI Neuron serves fp16, bf16 or fp32 weights, not {spec.model.dtype}", "set model.dtype to bfloat16"
+            )
         if sequence < 2:
-            raise PlanError("TGI needs a sequence length of 2 or more (input tokens must be fewer)", "raise compile.sequence_lengths")
-        env = {"HF_MODEL_ID": spec.model.hf_model_id, "HF_NUM_CORES": str(tp),
-               "HF_AUTO_CAST_TYPE": _TGI_CAST[spec.model.dtype], "MAX_BATCH_SIZE": str(batch),
-               "MAX_TOTAL_TOKENS": str(sequence), "MAX_INPUT_TOKENS": str(sequence // 2)}
+            raise PlanError(
+                "TGI needs a sequence length of 2 or more (input tokens must be fewer)",
+                "raise compile.sequence_lengths",
+            )
+        env = {
+            "HF_MODEL_ID": spec.model.hf_model_id,
+            "HF_NUM_CORES": str(tp),
+            "HF_AUTO_CAST_TYPE": _TGI_CAST[spec.model.dtype],
+            "MAX_BATCH_SIZE": str(batch),
+            "MAX_TOTAL_TOKENS": str(sequence),
+            "MAX_INPUT_TOKENS": str(sequence // 2),
+        }
         obsolete = sorted(set(spec.deployment.container.env) & set(OBSOLETE_TGI_ENV))
         if obsolete:
-            raise PlanError(f"{', '.join(obsolete)} are obsolete: TGI Neuron images ignore them",
-                            "remove them; neurondeploy sets " + ", ".join(OBSOLETE_TGI_ENV[k] for k in obsolete)
-                            + " from compile.batch_sizes / compile.sequence_lengths")
+            raise PlanError(
+                f"{', '.join(obsolete)} are obsolete: TGI Neuron images ignore them",
+                "remove them; neurondeploy sets "
+                + ", ".join(OBSOLETE_TGI_ENV[k] for k in obsolete)
+                + " from compile.batch_sizes / compile.sequence_lengths",
+            )
     else:  # our server reads its behaviour from here; the artifact carries the compiled buckets
-        env = {"NEURONDEPLOY_TASK": spec.task,
-               "NEURONDEPLOY_SERVING": json.dumps(spec.serving.model_dump(mode="json"), separators=(",", ":"))}
+        env = {
+            "NEURONDEPLOY_TASK": spec.task,
+            "NEURONDEPLOY_SERVING": json.dumps(spec.serving.model_dump(mode="json"), separators=(",", ":")),
+        }
     return {**env, **spec.deployment.container.env}
 
 
 def create_model_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
-    container = {"Image": container_image(spec, ctx), "Mode": "SingleModel", "Environment": model_environment(spec, ctx)}
+    container = {
+        "Image": container_image(spec, ctx),
+        "Mode": "SingleModel",
+        "Environment": model_environment(spec, ctx),
+    }
     if spec.deployment.container.kind == "neurondeploy":  # HF containers load the model from the Hub themselves
         container["ModelDataUrl"] = artifact_uri(spec, ctx)
     params = {"PrimaryContainer": container, "ExecutionRoleArn": execution_role_arn(spec)}
     if vpc_config(spec):
         params["VpcConfig"] = vpc_config(spec)
     tags = sagemaker_tags(spec)  # in the hash too: a new name for any change, so blue/green never reuses a name
-    return {"ModelName": aws_name(spec, "model-" + content_suffix({**params, "Tags": tags}), NAME_MAX), **params, "Tags": tags}
+    return {
+        "ModelName": aws_name(spec, "model-" + content_suffix({**params, "Tags": tags}), NAME_MAX),
+        **params,
+        "Tags": tags,
+    }
 
 
 def endpoint_volume_gib(spec: InferenceSpec, ctx: PlanContext) -> int | None:
@@ -108,7 +140,10 @@ def endpoint_volume_gib(spec: InferenceSpec, ctx: PlanContext) -> int | None:
     given = spec.deployment.volume_gib
     if given is not None:
         if given > VOLUME_MAX_GIB:
-            raise PlanError(f"deployment.volume_gib {given} is over SageMaker's {VOLUME_MAX_GIB} GiB", f"set it to {VOLUME_MAX_GIB} or less")
+            raise PlanError(
+                f"deployment.volume_gib {given} is over SageMaker's {VOLUME_MAX_GIB} GiB",
+                f"set it to {VOLUME_MAX_GIB} or less",
+            )
         return given
     if ctx.model_size_gib is None and spec.deployment.container.kind != "neurondeploy":
         # The HF containers download weights from the Hub and compile or fetch cached NEFFs on the volume;
@@ -121,8 +156,10 @@ def endpoint_volume_gib(spec: InferenceSpec, ctx: PlanContext) -> int | None:
 def create_endpoint_config_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
     deployment = spec.deployment
     variant = {
-        "VariantName": VARIANT, "ModelName": create_model_request(spec, ctx)["ModelName"],
-        "InstanceType": "ml." + deployment.instance_type, "InitialInstanceCount": capacity(spec)[2],
+        "VariantName": VARIANT,
+        "ModelName": create_model_request(spec, ctx)["ModelName"],
+        "InstanceType": "ml." + deployment.instance_type,
+        "InitialInstanceCount": capacity(spec)[2],
         "InitialVariantWeight": 1.0,
         "ContainerStartupHealthCheckTimeoutInSeconds": deployment.health_check_timeout_s,
         "ModelDataDownloadTimeoutInSeconds": deployment.model_download_timeout_s,
@@ -133,22 +170,30 @@ def create_endpoint_config_request(spec: InferenceSpec, ctx: PlanContext) -> dic
         variant["VolumeSizeInGB"] = volume
     params = {"ProductionVariants": [variant]}
     tags = sagemaker_tags(spec)
-    return {"EndpointConfigName": aws_name(spec, "config-" + content_suffix({**params, "Tags": tags}), NAME_MAX),
-            **params, "Tags": tags}
+    return {
+        "EndpointConfigName": aws_name(spec, "config-" + content_suffix({**params, "Tags": tags}), NAME_MAX),
+        **params,
+        "Tags": tags,
+    }
 
 
 def create_endpoint_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
-    return {"EndpointName": aws_name(spec, "", NAME_MAX),
-            "EndpointConfigName": create_endpoint_config_request(spec, ctx)["EndpointConfigName"], "Tags": sagemaker_tags(spec)}
+    return {
+        "EndpointName": aws_name(spec, "", NAME_MAX),
+        "EndpointConfigName": create_endpoint_config_request(spec, ctx)["EndpointConfigName"],
+        "Tags": sagemaker_tags(spec),
+    }
 
 
 def update_endpoint_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
     """Blue/green: SageMaker starts the new config's instances, shifts traffic once they pass the health check,
     then stops the old ones. Under autoscaling the variant's instance count belongs to the scaling policy, so
     it is kept (RetainAllVariantProperties) rather than reset to InitialInstanceCount."""
-    return {"EndpointName": create_endpoint_request(spec, ctx)["EndpointName"],
-            "EndpointConfigName": create_endpoint_config_request(spec, ctx)["EndpointConfigName"],
-            "RetainAllVariantProperties": bool(spec.deployment.autoscaling)}
+    return {
+        "EndpointName": create_endpoint_request(spec, ctx)["EndpointName"],
+        "EndpointConfigName": create_endpoint_config_request(spec, ctx)["EndpointConfigName"],
+        "RetainAllVariantProperties": bool(spec.deployment.autoscaling),
+    }
 
 
 def scaling_resource_id(spec: InferenceSpec) -> str:
@@ -157,22 +202,32 @@ def scaling_resource_id(spec: InferenceSpec) -> str:
 
 def register_scalable_target_request(spec: InferenceSpec) -> dict:
     scaling = spec.deployment.autoscaling
-    return {"ServiceNamespace": "sagemaker", "ResourceId": scaling_resource_id(spec),
-            "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
-            "MinCapacity": scaling.min_instances, "MaxCapacity": scaling.max_instances,
-            "Tags": ownership_tags(spec)}
+    return {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": scaling_resource_id(spec),
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+        "MinCapacity": scaling.min_instances,
+        "MaxCapacity": scaling.max_instances,
+        "Tags": ownership_tags(spec),
+    }
 
 
 def put_scaling_policy_request(spec: InferenceSpec) -> dict:
     scaling = spec.deployment.autoscaling
-    return {"PolicyName": f"{spec.name}-invocations-per-instance", "ServiceNamespace": "sagemaker",
-            "ResourceId": scaling_resource_id(spec), "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
-            "PolicyType": "TargetTrackingScaling",
-            "TargetTrackingScalingPolicyConfiguration": {
-                # Invocations per instance per minute, the unit of target_invocations_per_instance.
-                "TargetValue": float(scaling.target_invocations_per_instance),
-                "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
-                "ScaleInCooldown": scaling.scale_in_cooldown_s, "ScaleOutCooldown": scaling.scale_out_cooldown_s}}
+    return {
+        "PolicyName": f"{spec.name}-invocations-per-instance",
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": scaling_resource_id(spec),
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+        "PolicyType": "TargetTrackingScaling",
+        "TargetTrackingScalingPolicyConfiguration": {
+            # Invocations per instance per minute, the unit of target_invocations_per_instance.
+            "TargetValue": float(scaling.target_invocations_per_instance),
+            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+            "ScaleInCooldown": scaling.scale_in_cooldown_s,
+            "ScaleOutCooldown": scaling.scale_out_cooldown_s,
+        },
+    }
 
 
 # --- training ---------------------------------------------------------------------------------------------
@@ -181,7 +236,9 @@ def put_scaling_policy_request(spec: InferenceSpec) -> dict:
 def endpoint_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resource]:
     """Execution role (unless given), model, endpoint config, endpoint, and autoscaling when asked."""
     image = container_image(spec, ctx)
-    statements = ecr_pull_statements(spec.region, [image]) + sagemaker_log_statements(spec.region, ctx, f"Endpoints/{spec.name}")
+    statements = ecr_pull_statements(spec.region, [image]) + sagemaker_log_statements(
+        spec.region, ctx, f"Endpoints/{spec.name}"
+    )
     if spec.deployment.container.kind == "neurondeploy":
         statements = s3_statements(spec.region, read=[parent_uri(artifact_uri(spec, ctx))]) + statements
     resources = execution_role_resources(spec, statements, "endpoint") + security_group_resources(spec, training=False)
@@ -193,15 +250,25 @@ def endpoint_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resource]:
     resources += [
         # Models and configs are immutable and named by their content: a change makes new ones beside the old,
         # which go once the endpoint has moved (blue/green).
-        resource("model", "sagemaker:model", [Request("sagemaker", "CreateModel", model, {"ModelArn": "ModelArn"})],
-                 [Request("sagemaker", "DeleteModel", {"ModelName": model["ModelName"]})],
-                 description=f"Model {model['ModelName']}: {model['PrimaryContainer']['Image']}",
-                 identity=[model["ModelName"]], create_before_delete=True),
-        resource("endpoint-config", "sagemaker:endpoint-config",
-                 [Request("sagemaker", "CreateEndpointConfig", config, {"EndpointConfigArn": "EndpointConfigArn"})],
-                 [Request("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": config["EndpointConfigName"]})],
-                 after=["model"], description=f"{variant['InitialInstanceCount']} × {variant['InstanceType']}",
-                 identity=[config["EndpointConfigName"]], create_before_delete=True),
+        resource(
+            "model",
+            "sagemaker:model",
+            [Request("sagemaker", "CreateModel", model, {"ModelArn": "ModelArn"})],
+            [Request("sagemaker", "DeleteModel", {"ModelName": model["ModelName"]})],
+            description=f"Model {model['ModelName']}: {model['PrimaryContainer']['Image']}",
+            identity=[model["ModelName"]],
+            create_before_delete=True,
+        ),
+        resource(
+            "endpoint-config",
+            "sagemaker:endpoint-config",
+            [Request("sagemaker", "CreateEndpointConfig", config, {"EndpointConfigArn": "EndpointConfigArn"})],
+            [Request("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": config["EndpointConfigName"]})],
+            after=["model"],
+            description=f"{variant['InitialInstanceCount']} × {variant['InstanceType']}",
+            identity=[config["EndpointConfigName"]],
+            create_before_delete=True,
+        ),
         endpoint_resource(spec, ctx, endpoint),
     ]
     if spec.deployment.autoscaling:
@@ -215,13 +282,31 @@ def endpoint_resource(spec: InferenceSpec, ctx: PlanContext, endpoint: dict) -> 
     name = endpoint["EndpointName"]
     update = update_endpoint_request(spec, ctx)
     in_service = Wait("EndpointInService", {"EndpointName": name})
-    return resource("endpoint", "sagemaker:endpoint", [
-        Request("sagemaker", "CreateEndpoint", endpoint, {"EndpointArn": "EndpointArn"}, in_service)],
-        [Request("sagemaker", "DeleteEndpoint", {"EndpointName": name}, wait=Wait("EndpointDeleted", {"EndpointName": name}))],
-        after=["endpoint-config"], description=f"Real-time endpoint {name}", identity=[name], update=[
+    return resource(
+        "endpoint",
+        "sagemaker:endpoint",
+        [Request("sagemaker", "CreateEndpoint", endpoint, {"EndpointArn": "EndpointArn"}, in_service)],
+        [
+            Request(
+                "sagemaker",
+                "DeleteEndpoint",
+                {"EndpointName": name},
+                wait=Wait("EndpointDeleted", {"EndpointName": name}),
+            )
+        ],
+        after=["endpoint-config"],
+        description=f"Real-time endpoint {name}",
+        identity=[name],
+        update=[
             Request("sagemaker", "UpdateEndpoint", update, {"EndpointArn": "EndpointArn"}, in_service),
-            Request("sagemaker", "DescribeEndpoint", {"EndpointName": name},
-                    expect={"EndpointConfigName": update["EndpointConfigName"]})])
+            Request(
+                "sagemaker",
+                "DescribeEndpoint",
+                {"EndpointName": name},
+                expect={"EndpointConfigName": update["EndpointConfigName"]},
+            ),
+        ],
+    )
 
 
 def endpoint_scaling_resource(spec: InferenceSpec, instance_type: str) -> Resource:
@@ -230,21 +315,42 @@ def endpoint_scaling_resource(spec: InferenceSpec, instance_type: str) -> Resour
     UpdateEndpoint that changes the type of a registered variant, so such a change deregisters it first (the
     executor deletes replaced resources before updates) and registers it again after the endpoint moved."""
     target = register_scalable_target_request(spec)
-    policy = Request("application-autoscaling", "PutScalingPolicy", put_scaling_policy_request(spec), {"PolicyARN": "PolicyARN"})
+    policy = Request(
+        "application-autoscaling", "PutScalingPolicy", put_scaling_policy_request(spec), {"PolicyARN": "PolicyARN"}
+    )
     key = {k: target[k] for k in ("ServiceNamespace", "ResourceId", "ScalableDimension")}
-    return resource("endpoint-scaling", "application-autoscaling:scalable-target", [
-        Request("application-autoscaling", "RegisterScalableTarget", target, {"ScalableTargetARN": "ScalableTargetARN"}), policy],
+    return resource(
+        "endpoint-scaling",
+        "application-autoscaling:scalable-target",
+        [
+            Request(
+                "application-autoscaling", "RegisterScalableTarget", target, {"ScalableTargetARN": "ScalableTargetARN"}
+            ),
+            policy,
+        ],
         # Deregistering removes the target's policies on AWS (not in moto 5.2.5); SageMaker's guide deletes them
         # first, so do both: an already missing policy counts as deleted.
-        [Request("application-autoscaling", "DeleteScalingPolicy",
-                 {k: policy.params[k] for k in ("PolicyName", "ServiceNamespace", "ResourceId", "ScalableDimension")}),
-         Request("application-autoscaling", "DeregisterScalableTarget", key)],
+        [
+            Request(
+                "application-autoscaling",
+                "DeleteScalingPolicy",
+                {k: policy.params[k] for k in ("PolicyName", "ServiceNamespace", "ResourceId", "ScalableDimension")},
+            ),
+            Request("application-autoscaling", "DeregisterScalableTarget", key),
+        ],
         after=["endpoint"],  # the variant must exist (InService) to be registered
         description=f"{target['MinCapacity']}-{target['MaxCapacity']} instances, target tracking on "
-                    "SageMakerVariantInvocationsPerInstance",
+        "SageMakerVariantInvocationsPerInstance",
         identity=[target["ResourceId"], target["ScalableDimension"], instance_type],
-        update=[Request("application-autoscaling", "RegisterScalableTarget",  # tags stay as created
-                        {k: v for k, v in target.items() if k != "Tags"}), policy])
+        update=[
+            Request(
+                "application-autoscaling",
+                "RegisterScalableTarget",  # tags stay as created
+                {k: v for k, v in target.items() if k != "Tags"},
+            ),
+            policy,
+        ],
+    )
 
 
 # --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
@@ -252,8 +358,13 @@ def endpoint_scaling_resource(spec: InferenceSpec, instance_type: str) -> Resour
 
 def _deregister_scalable_target(d: Caller, ident: str) -> bool:
     namespace, dimension, resource_id = ident.split("|", 2)
-    return done(d.call("application-autoscaling", "DeregisterScalableTarget",
-                       {"ServiceNamespace": namespace, "ScalableDimension": dimension, "ResourceId": resource_id}))
+    return done(
+        d.call(
+            "application-autoscaling",
+            "DeregisterScalableTarget",
+            {"ServiceNamespace": namespace, "ScalableDimension": dimension, "ResourceId": resource_id},
+        )
+    )
 
 
 def _delete_endpoint(d: Caller, name: str) -> bool:
@@ -266,27 +377,62 @@ def _delete_endpoint(d: Caller, name: str) -> bool:
 # Models and endpoint configs are checked for existence (and tags) only: immutable, a change makes new ones under
 # a new name. Scalable targets' tags are not read (moto has no ListTagsForResource for them).
 KINDS = (
-    Kind("application-autoscaling:scalable-target",  # its id: "<namespace>|<dimension>|<resource id>"
-         describe=Describe(Request("application-autoscaling", "DescribeScalableTargets", {
-             "ServiceNamespace": it("ServiceNamespace"), "ResourceIds": [it("ResourceId")],
-             "ScalableDimension": it("ScalableDimension")}), "ScalableTargets[0]", (
-                 Attr("min capacity", "MinCapacity", "RegisterScalableTarget", "MinCapacity"),
-                 Attr("max capacity", "MaxCapacity", "RegisterScalableTarget", "MaxCapacity")), tags=None),
-         find=FIND_SAGEMAKER, delete=_deregister_scalable_target, order=10,
-         arn=("application-autoscaling", "scalable-target")),
-    Kind("sagemaker:endpoint",
-         describe=Describe(Request("sagemaker", "DescribeEndpoint", {"EndpointName": it("EndpointName")}), "@",
-                           (Attr("endpoint config", "EndpointConfigName", "CreateEndpoint", "EndpointConfigName"),),
-                           gone=("EndpointStatus", ("Deleting",)), bad=("EndpointStatus", ("Failed", "OutOfService")),
-                           tags=tags_by_arn("EndpointArn")),
-         find=FIND_SAGEMAKER, delete=_delete_endpoint, order=20),
-    Kind("sagemaker:endpoint-config",
-         describe=Describe(Request("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": it("EndpointConfigName")}),
-                           "@", tags=tags_by_arn("EndpointConfigArn")),
-         find=FIND_SAGEMAKER, order=30,
-         delete=lambda d, name: done(d.call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": name}))),
-    Kind("sagemaker:model",
-         describe=Describe(Request("sagemaker", "DescribeModel", {"ModelName": it("ModelName")}), "@",
-                           tags=tags_by_arn("ModelArn")),
-         find=FIND_SAGEMAKER, order=40, delete=lambda d, name: done(d.call("sagemaker", "DeleteModel", {"ModelName": name}))),
+    Kind(
+        "application-autoscaling:scalable-target",  # its id: "<namespace>|<dimension>|<resource id>"
+        describe=Describe(
+            Request(
+                "application-autoscaling",
+                "DescribeScalableTargets",
+                {
+                    "ServiceNamespace": it("ServiceNamespace"),
+                    "ResourceIds": [it("ResourceId")],
+                    "ScalableDimension": it("ScalableDimension"),
+                },
+            ),
+            "ScalableTargets[0]",
+            (
+                Attr("min capacity", "MinCapacity", "RegisterScalableTarget", "MinCapacity"),
+                Attr("max capacity", "MaxCapacity", "RegisterScalableTarget", "MaxCapacity"),
+            ),
+            tags=None,
+        ),
+        find=FIND_SAGEMAKER,
+        delete=_deregister_scalable_target,
+        order=10,
+        arn=("application-autoscaling", "scalable-target"),
+    ),
+    Kind(
+        "sagemaker:endpoint",
+        describe=Describe(
+            Request("sagemaker", "DescribeEndpoint", {"EndpointName": it("EndpointName")}),
+            "@",
+            (Attr("endpoint config", "EndpointConfigName", "CreateEndpoint", "EndpointConfigName"),),
+            gone=("EndpointStatus", ("Deleting",)),
+            bad=("EndpointStatus", ("Failed", "OutOfService")),
+            tags=tags_by_arn("EndpointArn"),
+        ),
+        find=FIND_SAGEMAKER,
+        delete=_delete_endpoint,
+        order=20,
+    ),
+    Kind(
+        "sagemaker:endpoint-config",
+        describe=Describe(
+            Request("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": it("EndpointConfigName")}),
+            "@",
+            tags=tags_by_arn("EndpointConfigArn"),
+        ),
+        find=FIND_SAGEMAKER,
+        order=30,
+        delete=lambda d, name: done(d.call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": name})),
+    ),
+    Kind(
+        "sagemaker:model",
+        describe=Describe(
+            Request("sagemaker", "DescribeModel", {"ModelName": it("ModelName")}), "@", tags=tags_by_arn("ModelArn")
+        ),
+        find=FIND_SAGEMAKER,
+        order=40,
+        delete=lambda d, name: done(d.call("sagemaker", "DeleteModel", {"ModelName": name})),
+    ),
 )

@@ -5,24 +5,28 @@ from __future__ import annotations
 
 import json
 import re
+
 from neurondeploy import catalog
 from neurondeploy.errors import PlanError
-from neurondeploy.specs.training import TrainingSpec
-from neurondeploy.resources.model import PlanContext
+from neurondeploy.resources.iam import ecr_pull_statements, s3_statements, sagemaker_log_statements
+from neurondeploy.resources.kinds import Caller, Kind, done
+from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, resource, with_lookups
 from neurondeploy.resources.naming import (
     bucket_name,
+    parent_uri,
+    s3_prefix_arn,
     source_uri,
 )
-from neurondeploy.resources.iam import ecr_pull_statements, s3_statements, sagemaker_log_statements
-from neurondeploy.resources.model import Request, Resource, Wait, resource, with_lookups
-from neurondeploy.resources.naming import parent_uri, s3_prefix_arn
-from neurondeploy.resources.kinds import Caller, Kind, done
-from neurondeploy.resources.sagemaker import FIND_SAGEMAKER
-
 from neurondeploy.resources.sagemaker import (
-    NAME_MAX, execution_role_arn, execution_role_resources, sagemaker_tags, security_group_resources, vpc_config,
+    FIND_SAGEMAKER,
+    NAME_MAX,
+    execution_role_arn,
+    execution_role_resources,
+    sagemaker_tags,
+    security_group_resources,
+    vpc_config,
 )
-
+from neurondeploy.specs.training import TrainingSpec
 
 TRAINING_VOLUME_GIB = 30  # only for a training type without NVMe (no Neuron type today)
 
@@ -39,8 +43,10 @@ _JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 def training_job_name(spec: TrainingSpec, ctx: PlanContext) -> str:
     name = f"{spec.name}-{ctx.run_id}"
     if len(name) > NAME_MAX or not _JOB_NAME.fullmatch(name):
-        raise PlanError(f"training job name {name!r} must be at most {NAME_MAX} letters, digits and dashes",
-                        f"use a run id of at most {NAME_MAX - len(spec.name) - 1} letters, digits and dashes")
+        raise PlanError(
+            f"training job name {name!r} must be at most {NAME_MAX} letters, digits and dashes",
+            f"use a run id of at most {NAME_MAX - len(spec.name) - 1} letters, digits and dashes",
+        )
     return name
 
 
@@ -58,7 +64,12 @@ def _launch_hyperparameters(spec: TrainingSpec, ctx: PlanContext) -> dict[str, o
     }
 
 
-_LAUNCH_KEYS = ("sagemaker_program", "sagemaker_submit_directory", "sagemaker_torch_distributed_enabled", "sagemaker_region")
+_LAUNCH_KEYS = (
+    "sagemaker_program",
+    "sagemaker_submit_directory",
+    "sagemaker_torch_distributed_enabled",
+    "sagemaker_region",
+)
 
 
 def script_hyperparameters(spec: TrainingSpec) -> dict[str, object]:
@@ -75,8 +86,10 @@ def script_hyperparameters(spec: TrainingSpec) -> dict[str, object]:
     }
     clash = sorted((set(_LAUNCH_KEYS) | set(layout)) & set(spec.hyperparameters))
     if clash:
-        raise PlanError(f"hyperparameters {', '.join(clash)} are set by neurondeploy from the spec",
-                        "remove them from hyperparameters; set distribution / checkpoint / entry_point instead")
+        raise PlanError(
+            f"hyperparameters {', '.join(clash)} are set by neurondeploy from the spec",
+            "remove them from hyperparameters; set distribution / checkpoint / entry_point instead",
+        )
     count = len(spec.hyperparameters) + len(_LAUNCH_KEYS) + len(layout)
     if count > HYPERPARAMETERS_MAX:
         raise PlanError(f"{count} hyperparameters; SageMaker allows {HYPERPARAMETERS_MAX}", "remove some")
@@ -93,18 +106,22 @@ def training_hyperparameters(spec: TrainingSpec, ctx: PlanContext) -> dict[str, 
 
 # --auto-cast=none everywhere: autocast happens in torch (bf16-autocast), or the weights are already bf16
 # (stochastic rounding), or fp32 was asked for; a compiler down-cast on top would change the numerics (facts §3.3).
-_CC_FLAGS = {"fp32": "--model-type transformer --auto-cast=none",
-             "bf16-autocast": "--model-type transformer --auto-cast=none",
-             "bf16-stochastic-rounding": "--model-type transformer --auto-cast=none"}
+_CC_FLAGS = {
+    "fp32": "--model-type transformer --auto-cast=none",
+    "bf16-autocast": "--model-type transformer --auto-cast=none",
+    "bf16-stochastic-rounding": "--model-type transformer --auto-cast=none",
+}
 
 
 def training_environment(spec: TrainingSpec) -> dict[str, str]:
     instance = catalog.get_instance(spec.instance_type)
-    env = {"NEURON_CC_FLAGS": _CC_FLAGS[spec.distribution.precision],
-           # Read by the reference script (no SageMaker field carries them; hyperparameters are nearly full).
-           "NEURONDEPLOY_MICROBATCHES": str(spec.distribution.microbatches),
-           "NEURONDEPLOY_CHECKPOINT_DIR": spec.checkpoint.local_path,
-           "NEURONDEPLOY_RESUME": "1" if spec.checkpoint.resume else "0"}
+    env = {
+        "NEURON_CC_FLAGS": _CC_FLAGS[spec.distribution.precision],
+        # Read by the reference script (no SageMaker field carries them; hyperparameters are nearly full).
+        "NEURONDEPLOY_MICROBATCHES": str(spec.distribution.microbatches),
+        "NEURONDEPLOY_CHECKPOINT_DIR": spec.checkpoint.local_path,
+        "NEURONDEPLOY_RESUME": "1" if spec.checkpoint.resume else "0",
+    }
     if spec.compile_cache_uri:
         env["NEURON_COMPILE_CACHE_URL"] = spec.compile_cache_uri
     if spec.parallel_compile:
@@ -115,11 +132,14 @@ def training_environment(spec: TrainingSpec) -> dict[str, str]:
         env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"
     if spec.instance_count > 1 and instance.multi_node:
         # The container sets these only for types in its lists, which miss ml.trn1n.32xlarge (facts §4.1).
-        env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1",
-                    "MALLOC_ARENA_MAX": "64"})
+        env.update(
+            {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1", "MALLOC_ARENA_MAX": "64"}
+        )
     env.update(spec.environment)
     if len(env) > ENVIRONMENT_MAX:
-        raise PlanError(f"{len(env)} environment variables; SageMaker allows {ENVIRONMENT_MAX}", "remove some from environment")
+        raise PlanError(
+            f"{len(env)} environment variables; SageMaker allows {ENVIRONMENT_MAX}", "remove some from environment"
+        )
     return env
 
 
@@ -127,10 +147,22 @@ def input_data_config(spec: TrainingSpec) -> list[dict]:
     channels = []
     for name, channel in spec.inputs.items():
         if not channel.s3_uri:
-            raise PlanError(f"input channel {name} has only local_path; SageMaker reads channels from S3",
-                            f"set inputs.{name}.s3_uri")
-        channels.append({"ChannelName": name, "DataSource": {"S3DataSource": {
-            "S3DataType": "S3Prefix", "S3Uri": channel.s3_uri, "S3DataDistributionType": channel.distribution}}})
+            raise PlanError(
+                f"input channel {name} has only local_path; SageMaker reads channels from S3",
+                f"set inputs.{name}.s3_uri",
+            )
+        channels.append(
+            {
+                "ChannelName": name,
+                "DataSource": {
+                    "S3DataSource": {
+                        "S3DataType": "S3Prefix",
+                        "S3Uri": channel.s3_uri,
+                        "S3DataDistributionType": channel.distribution,
+                    }
+                },
+            }
+        )
     return channels
 
 
@@ -144,7 +176,8 @@ def create_training_job_request(spec: TrainingSpec, ctx: PlanContext) -> dict:
         "TrainingJobName": training_job_name(spec, ctx),
         "AlgorithmSpecification": {
             "TrainingImage": spec.image_uri or catalog.neuron_image("training", spec.region, spec.neuron_sdk_version),
-            "TrainingInputMode": "File"},
+            "TrainingInputMode": "File",
+        },
         "RoleArn": execution_role_arn(spec),
         "HyperParameters": training_hyperparameters(spec, ctx),
         "OutputDataConfig": {"S3OutputPath": output_uri(spec, ctx)},
@@ -174,23 +207,42 @@ def training_job_resources(spec: TrainingSpec, ctx: PlanContext) -> list[Resourc
     job = create_training_job_request(spec, ctx)
     read = [parent_uri(source_uri(spec, ctx))] + [c.s3_uri for c in spec.inputs.values() if c.s3_uri]
     write = [output_uri(spec, ctx)] + [u for u in (spec.checkpoint.s3_uri, spec.compile_cache_uri) if u]
-    statements = (s3_statements(spec.region, read=read, write=write)
-                  + ecr_pull_statements(spec.region, [job["AlgorithmSpecification"]["TrainingImage"]])
-                  + sagemaker_log_statements(spec.region, ctx, "TrainingJobs"))
+    statements = (
+        s3_statements(spec.region, read=read, write=write)
+        + ecr_pull_statements(spec.region, [job["AlgorithmSpecification"]["TrainingImage"]])
+        + sagemaker_log_statements(spec.region, ctx, "TrainingJobs")
+    )
     if spec.compile_cache_uri:  # the Neuron cache removes its *.lock files when a compile finishes
-        statements.append({"Sid": "CompileCacheLocks", "Effect": "Allow", "Action": "s3:DeleteObject",
-                           "Resource": s3_prefix_arn(spec.compile_cache_uri, spec.region)})
+        statements.append(
+            {
+                "Sid": "CompileCacheLocks",
+                "Effect": "Allow",
+                "Action": "s3:DeleteObject",
+                "Resource": s3_prefix_arn(spec.compile_cache_uri, spec.region),
+            }
+        )
     resources = execution_role_resources(spec, statements, "training") + security_group_resources(spec, training=True)
     name = job["TrainingJobName"]
-    resources.append(resource("training-job", "sagemaker:training-job", [
-        Request("sagemaker", "CreateTrainingJob", job, {"TrainingJobArn": "TrainingJobArn"})],
-        # Jobs cannot be deleted; stopping a finished one is refused, which destroy treats as done.
-        [Request("sagemaker", "StopTrainingJob", {"TrainingJobName": name},
-                 wait=Wait("TrainingJobCompletedOrStopped", {"TrainingJobName": name}),
-                 done_if=(FINISHED_JOB_REFUSAL,))],
-        description=f"Training job {name}: {spec.instance_count} × ml.{spec.instance_type}"
-                    + (", managed spot" if spec.spot.enabled else "")
-                    + "; destroy stops it (SageMaker keeps job records, they cannot be deleted)"))
+    resources.append(
+        resource(
+            "training-job",
+            "sagemaker:training-job",
+            [Request("sagemaker", "CreateTrainingJob", job, {"TrainingJobArn": "TrainingJobArn"})],
+            # Jobs cannot be deleted; stopping a finished one is refused, which destroy treats as done.
+            [
+                Request(
+                    "sagemaker",
+                    "StopTrainingJob",
+                    {"TrainingJobName": name},
+                    wait=Wait("TrainingJobCompletedOrStopped", {"TrainingJobName": name}),
+                    done_if=(FINISHED_JOB_REFUSAL,),
+                )
+            ],
+            description=f"Training job {name}: {spec.instance_count} × ml.{spec.instance_type}"
+            + (", managed spot" if spec.spot.enabled else "")
+            + "; destroy stops it (SageMaker keeps job records, they cannot be deleted)",
+        )
+    )
     return with_lookups(resources)
 
 
@@ -205,6 +257,4 @@ def _stop_training_job(d: Caller, name: str) -> bool:
 
 
 # Not checked by drift: a job ends by design (`status` reports it). It cannot be deleted: a running one is stopped.
-KINDS = (
-    Kind("sagemaker:training-job", find=FIND_SAGEMAKER, delete=_stop_training_job, order=50),
-)
+KINDS = (Kind("sagemaker:training-job", find=FIND_SAGEMAKER, delete=_stop_training_job, order=50),)

@@ -32,14 +32,25 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter("neurondeploy_requests", "Requests by route and status code", ["route", "code"], registry=self.registry)
+        self.requests = Counter(
+            "neurondeploy_requests", "Requests by route and status code", ["route", "code"], registry=self.registry
+        )
         self.errors = Counter("neurondeploy_errors", "Failed requests by kind", ["kind"], registry=self.registry)
-        self.batch_size = Histogram("neurondeploy_batch_size", "Inputs per model call",
-                                    buckets=BATCH_BUCKETS, registry=self.registry)
-        self.queue_seconds = Histogram("neurondeploy_queue_seconds", "Time an input waited for its model call",
-                                       buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.latency = Histogram("neurondeploy_request_seconds", "Time to answer /invocations", buckets=LATENCY_BUCKETS,
-                                 registry=self.registry)
+        self.batch_size = Histogram(
+            "neurondeploy_batch_size", "Inputs per model call", buckets=BATCH_BUCKETS, registry=self.registry
+        )
+        self.queue_seconds = Histogram(
+            "neurondeploy_queue_seconds",
+            "Time an input waited for its model call",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "neurondeploy_request_seconds",
+            "Time to answer /invocations",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.ready = Gauge("neurondeploy_ready", "1 once the model is loaded and warmed up", registry=self.registry)
 
     def observe_batch(self, size: int, waits: list[float]) -> None:
@@ -84,9 +95,15 @@ class InferenceServer:
         except Exception as exc:  # reported by /ping (and the log) instead of killing the process SageMaker watches
             self.load_error = f"{type(exc).__name__}: {exc}"
             return
-        self.batcher = DynamicBatcher(runner.run, len(runner.replicas), runner.max_batch,
-                                      self.serving.max_batch_delay_ms / 1000, self.serving.max_queue, self.metrics.observe_batch,
-                                      group_size=runner.group_size)
+        self.batcher = DynamicBatcher(
+            runner.run,
+            len(runner.replicas),
+            runner.max_batch,
+            self.serving.max_batch_delay_ms / 1000,
+            self.serving.max_queue,
+            self.metrics.observe_batch,
+            group_size=runner.group_size,
+        )
         self.batcher.start()
         self.runner = runner
         self.metrics.ready.set(1)
@@ -163,6 +180,11 @@ class InferenceServer:
             yield
             await self.stop()
 
-        return Starlette(routes=[Route("/ping", self.ping, methods=["GET"]),
-                                 Route("/invocations", self.invocations, methods=["POST"]),
-                                 Route("/metrics", self.metrics_route, methods=["GET"])], lifespan=lifespan)
+        return Starlette(
+            routes=[
+                Route("/ping", self.ping, methods=["GET"]),
+                Route("/invocations", self.invocations, methods=["POST"]),
+                Route("/metrics", self.metrics_route, methods=["GET"]),
+            ],
+            lifespan=lifespan,
+        )

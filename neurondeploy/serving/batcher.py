@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from neurondeploy.serving.runtime import Item
 
@@ -30,9 +31,16 @@ class _Pending:
 
 
 class DynamicBatcher:
-    def __init__(self, run: Callable[[int, list[Item]], list[Any]], replicas: int, max_batch: int, max_delay_s: float,
-                 max_queue: int, observe: Callable[[int, list[float]], None] | None = None,
-                 group_size: Callable[[int], int] | None = None) -> None:
+    def __init__(
+        self,
+        run: Callable[[int, list[Item]], list[Any]],
+        replicas: int,
+        max_batch: int,
+        max_delay_s: float,
+        max_queue: int,
+        observe: Callable[[int, list[float]], None] | None = None,
+        group_size: Callable[[int], int] | None = None,
+    ) -> None:
         self.run = run
         # How many of n waiting items to run now (the runner knows which compiled batch gives most items/s);
         # the rest wait, first in line, for the next call.

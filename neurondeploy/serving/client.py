@@ -54,7 +54,7 @@ def resolve_target(target: str, state_location: str | None = None) -> Target:
     if target.startswith(("http://", "https://")):
         return Target("http", target.rstrip("/"))
     if target.startswith(SAGEMAKER_PREFIX):
-        return Target("sagemaker", target[len(SAGEMAKER_PREFIX):])
+        return Target("sagemaker", target[len(SAGEMAKER_PREFIX) :])
     if Path(target).is_file():
         spec = load_spec(target).spec
         if not isinstance(spec, InferenceSpec):
@@ -64,14 +64,18 @@ def resolve_target(target: str, state_location: str | None = None) -> Target:
         if spec.dns:
             scheme = "https" if spec.tls and spec.tls.enabled else "http"
             return Target("http", f"{scheme}://{spec.dns.record_name}")
-        raise InvokeError(f"{target} has no dns name; its load balancer's address is known only after apply",
-                          "give the load balancer's URL as TARGET")
+        raise InvokeError(
+            f"{target} has no dns name; its load balancer's address is known only after apply",
+            "give the load balancer's URL as TARGET",
+        )
     deployed = _from_state(target, state_location)
     if deployed is not None:
         return deployed
-    raise InvokeError(f"{target!r} is not a URL, sagemaker:<endpoint>, a spec file or a deployment in state",
-                      "e.g. http://127.0.0.1:8080, sagemaker:my-endpoint, templates/minilm-sagemaker.yaml, or a name "
-                      "`neurondeploy status` lists")
+    raise InvokeError(
+        f"{target!r} is not a URL, sagemaker:<endpoint>, a spec file or a deployment in state",
+        "e.g. http://127.0.0.1:8080, sagemaker:my-endpoint, templates/minilm-sagemaker.yaml, or a name "
+        "`neurondeploy status` lists",
+    )
 
 
 def _from_state(name: str, state_location: str | None) -> Target | None:
@@ -90,7 +94,9 @@ def _from_state(name: str, state_location: str | None) -> Target | None:
     alb = deployment.resources.get("alb")
     if alb and alb.outputs.get("DNSName"):
         return Target("http", f"http://{alb.outputs['DNSName']}")
-    raise InvokeError(f"deployment {name} has no endpoint or load balancer recorded yet", "run `neurondeploy apply` for it first")
+    raise InvokeError(
+        f"deployment {name} has no endpoint or load balancer recorded yet", "run `neurondeploy apply` for it first"
+    )
 
 
 def invoke(target: str, body: bytes, region: str | None = None, state_location: str | None = None) -> Any:
@@ -104,9 +110,13 @@ def _invoke_http(url: str, body: bytes) -> Any:
     import httpx
 
     try:
-        response = httpx.post(f"{url}/invocations", content=body, headers={"Content-Type": "application/json"}, timeout=TIMEOUT_S)
+        response = httpx.post(
+            f"{url}/invocations", content=body, headers={"Content-Type": "application/json"}, timeout=TIMEOUT_S
+        )
     except httpx.HTTPError as exc:
-        raise InvokeError(f"{url}: {type(exc).__name__}: {exc}", "is the endpoint running? check it with GET /ping") from None
+        raise InvokeError(
+            f"{url}: {type(exc).__name__}: {exc}", "is the endpoint running? check it with GET /ping"
+        ) from None
     return _answer(response.status_code, response.content, url)
 
 
@@ -115,16 +125,24 @@ def _invoke_sagemaker(endpoint: str, body: bytes, region: str | None) -> Any:
     # 5 attempts, as boto3's default client made: an invocation is not retried longer than it was.
     transport = AwsTransport(region or default_region(fallback=None), max_attempts=5)
     try:
-        response = transport.call("sagemaker-runtime", "InvokeEndpoint", {
-            "EndpointName": endpoint, "Body": body, "ContentType": "application/json", "Accept": "application/json"})
+        response = transport.call(
+            "sagemaker-runtime",
+            "InvokeEndpoint",
+            {"EndpointName": endpoint, "Body": body, "ContentType": "application/json", "Accept": "application/json"},
+        )
     except AwsRequestError as exc:  # refused offline (a name AWS cannot have, a body over 6 MB)
-        raise InvokeError(f"sagemaker endpoint {endpoint}: {exc.message}",
-                          "check the endpoint name, region and that it is InService") from None
+        raise InvokeError(
+            f"sagemaker endpoint {endpoint}: {exc.message}", "check the endpoint name, region and that it is InService"
+        ) from None
     except AwsCallError as exc:
         if exc.code is None:  # no answer: credentials, region, network
-            raise InvokeError(f"sagemaker endpoint {endpoint}: {exc.detail}", "check AWS credentials and region") from None
-        raise InvokeError(f"sagemaker endpoint {endpoint}: {exc.code}: {exc.detail}",
-                          "check the endpoint name, region and that it is InService") from None
+            raise InvokeError(
+                f"sagemaker endpoint {endpoint}: {exc.detail}", "check AWS credentials and region"
+            ) from None
+        raise InvokeError(
+            f"sagemaker endpoint {endpoint}: {exc.code}: {exc.detail}",
+            "check the endpoint name, region and that it is InService",
+        ) from None
     return _answer(200, response["Body"].read(), f"sagemaker:{endpoint}")
 
 

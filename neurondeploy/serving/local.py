@@ -9,17 +9,17 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from neurondeploy.errors import NeurondeployError
-from neurondeploy.specs import InferenceSpec, LoadedSpec
 from neurondeploy.compiler.artifact import current_runtime
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.errors import NeurondeployError
 from neurondeploy.serving.app import InferenceServer
 from neurondeploy.serving.client import invoke
+from neurondeploy.specs import InferenceSpec, LoadedSpec
 
 READY_TIMEOUT_S = 300
 SAMPLE_TEXT = "neurondeploy serves this model on Inferentia2 and, right now, on this machine."
@@ -52,9 +52,16 @@ def ensure_port_free(host: str, port: int) -> None:
             raise LocalApplyError(f"port {port} on {host} is in use", "stop what uses it, or pass --port N") from None
 
 
-def start_local_endpoint(loaded: LoadedSpec, *, host: str, port: int, backend: str = "auto",
-                         cache_dir: Path | None = None, out_dir: Path | None = None,
-                         on_bucket=None) -> LocalEndpoint:
+def start_local_endpoint(
+    loaded: LoadedSpec,
+    *,
+    host: str,
+    port: int,
+    backend: str = "auto",
+    cache_dir: Path | None = None,
+    out_dir: Path | None = None,
+    on_bucket=None,
+) -> LocalEndpoint:
     """Compile (cache first) and start the server in a background thread; returns once it is listening."""
     import uvicorn
 
@@ -62,14 +69,29 @@ def start_local_endpoint(loaded: LoadedSpec, *, host: str, port: int, backend: s
     if not isinstance(spec, InferenceSpec):
         raise LocalApplyError(f"{loaded.source.file} is a training spec", "use `neurondeploy train SPEC --local`")
     if spec.deployment.container.kind != "neurondeploy":
-        raise LocalApplyError(f"container {spec.deployment.container.kind} runs only on Neuron instances (the Hugging Face "
-                              "container compiles the LLM there)", "plan it with `neurondeploy plan`, or apply it to AWS")
+        raise LocalApplyError(
+            f"container {spec.deployment.container.kind} runs only on Neuron instances (the Hugging Face "
+            "container compiles the LLM there)",
+            "plan it with `neurondeploy plan`, or apply it to AWS",
+        )
     ensure_port_free(host, port)
-    result = compile_spec(loaded, backend=backend, cache=CompileCache(root=cache_dir) if cache_dir else None,
-                          out_dir=out_dir, on_bucket=on_bucket)
+    result = compile_spec(
+        loaded,
+        backend=backend,
+        cache=CompileCache(root=cache_dir) if cache_dir else None,
+        out_dir=out_dir,
+        on_bucket=on_bucket,
+    )
     server = InferenceServer(result.artifact_dir, spec.serving, 1, current_runtime())
-    config = uvicorn.Config(server.app(), host=host, port=port, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=10)
+    config = uvicorn.Config(
+        server.app(),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+    )
     uvicorn_server = uvicorn.Server(config)
     uvicorn_server.install_signal_handlers = lambda: None  # the main thread owns Ctrl-C
     thread = threading.Thread(target=uvicorn_server.run, name="neurondeploy-local-endpoint", daemon=True)
@@ -89,7 +111,9 @@ def wait_until_ready(endpoint: LocalEndpoint, timeout_s: float = READY_TIMEOUT_S
     message = "not listening yet"
     while time.monotonic() < deadline:
         if not endpoint.thread.is_alive():
-            raise LocalApplyError("the local endpoint stopped while starting", "run `neurondeploy serve` on the artifact to see why")
+            raise LocalApplyError(
+                "the local endpoint stopped while starting", "run `neurondeploy serve` on the artifact to see why"
+            )
         try:
             response = httpx.get(f"{endpoint.url}/ping", timeout=2)
             if response.status_code == 200:
@@ -100,7 +124,9 @@ def wait_until_ready(endpoint: LocalEndpoint, timeout_s: float = READY_TIMEOUT_S
         except httpx.TransportError:
             pass
         time.sleep(0.1)
-    raise LocalApplyError(f"the endpoint was not healthy within {timeout_s:.0f} s ({message})", "check the model and try again")
+    raise LocalApplyError(
+        f"the endpoint was not healthy within {timeout_s:.0f} s ({message})", "check the model and try again"
+    )
 
 
 def call(endpoint: LocalEndpoint, payload: dict):

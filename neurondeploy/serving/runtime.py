@@ -52,7 +52,9 @@ class ModelRunner:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from transformers import AutoTokenizer
 
-            self.tokenizer = AutoTokenizer.from_pretrained(str(artifact_dir / self.manifest.preprocessor), local_files_only=True)
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                str(artifact_dir / self.manifest.preprocessor), local_files_only=True
+            )
         self.pad_id = getattr(self.tokenizer, "pad_token_id", None) or 0
         self.bucket_seconds: dict[tuple[int, int], float] = {}
 
@@ -90,11 +92,13 @@ class ModelRunner:
     def _tokenize(self, texts: list[str]) -> list[Item]:
         encoded = self.tokenizer(texts, truncation=False, add_special_tokens=True)["input_ids"]
         items = []
-        for text, ids in zip(texts, encoded):
+        for ids in encoded:
             if len(ids) > self.max_length:
                 if self.serving.on_long_input == "refuse":
-                    raise BadRequest(f"an input has {len(ids)} tokens; the longest compiled bucket takes {self.max_length} "
-                                     "(shorten it, or deploy with serving.on_long_input: truncate)")
+                    raise BadRequest(
+                        f"an input has {len(ids)} tokens; the longest compiled bucket takes {self.max_length} "
+                        "(shorten it, or deploy with serving.on_long_input: truncate)"
+                    )
                 ids = ids[: self.max_length - 1] + ids[-1:]  # keep the closing special token, as truncation=True would
             items.append(Item(token_ids=ids))
         return items
@@ -136,7 +140,7 @@ class ModelRunner:
         for row, item in enumerate(items):
             input_ids[row, : len(item.token_ids)] = torch.tensor(item.token_ids, dtype=torch.int64)
             attention_mask[row, : len(item.token_ids)] = 1
-        attention_mask[len(items):, 0] = 1  # padding rows attend to one token: no division by an empty mask
+        attention_mask[len(items) :, 0] = 1  # padding rows attend to one token: no division by an empty mask
         return input_ids, attention_mask
 
     def run(self, replica: int, items: list[Item]) -> list[Any]:
@@ -154,8 +158,13 @@ class ModelRunner:
         probabilities = torch.softmax(output, dim=-1)
         top = probabilities.topk(min(5, probabilities.shape[-1]), dim=-1)
         labels = self.manifest.labels
-        return [[{"label": labels.get(int(index), str(int(index))), "score": float(score)}
-                 for score, index in zip(scores, indices)] for scores, indices in zip(top.values, top.indices)]
+        return [
+            [
+                {"label": labels.get(int(index), str(int(index))), "score": float(score)}
+                for score, index in zip(scores, indices)
+            ]
+            for scores, indices in zip(top.values, top.indices)
+        ]
 
     def warm_up(self) -> None:
         """One inference per bucket and replica (/ping turns healthy only after every module has run), then one

@@ -12,14 +12,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from neurondeploy.compiler.artifact import MANIFEST, current_runtime
-from neurondeploy.errors import NeurondeployError
-from neurondeploy.specs import InferenceSpec, load_spec
-from neurondeploy.specs.inference import ServingSpec
 from neurondeploy import catalog
+from neurondeploy.compiler.artifact import MANIFEST, current_runtime
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.errors import NeurondeployError
 from neurondeploy.serving.app import InferenceServer
+from neurondeploy.specs import InferenceSpec, load_spec
+from neurondeploy.specs.inference import ServingSpec
 
 SERVING_ENV = "NEURONDEPLOY_SERVING"
 
@@ -42,12 +42,15 @@ def serving_from_env() -> ServingSpec:
     try:
         return ServingSpec.model_validate(json.loads(raw))
     except ValueError as exc:
-        raise ServeError(f"${SERVING_ENV} is not a valid serving spec: {str(exc).splitlines()[0]}",
-                         "set it to the JSON of a spec's serving section") from None
+        raise ServeError(
+            f"${SERVING_ENV} is not a valid serving spec: {str(exc).splitlines()[0]}",
+            "set it to the JSON of a spec's serving section",
+        ) from None
 
 
-def resolve_target(target: str | Path, artifact: str | Path | None = None, *, backend: str = "auto",
-                   cache_dir: Path | None = None) -> ServeTarget:
+def resolve_target(
+    target: str | Path, artifact: str | Path | None = None, *, backend: str = "auto", cache_dir: Path | None = None
+) -> ServeTarget:
     """TARGET is an artifact directory, or a spec (compiled now, from the cache when it can be)."""
     target = Path(target)
     if target.is_dir() and (target / MANIFEST).is_file():
@@ -71,15 +74,30 @@ def default_replicas(spec: InferenceSpec | None, runtime: str) -> int:
     return max(1, catalog.get_instance(spec.deployment.instance_type).neuron_cores // spec.deployment.tensor_parallel)
 
 
-def run_server(target: ServeTarget, host: str = "127.0.0.1", port: int | None = None, replicas: int | None = None,
-               log_level: str = "warning") -> None:
+def run_server(
+    target: ServeTarget,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    replicas: int | None = None,
+    log_level: str = "warning",
+) -> None:
     import uvicorn
 
     runtime = current_runtime()
-    server = InferenceServer(target.artifact_dir, target.serving, replicas or default_replicas(target.spec, runtime), runtime)
-    config = uvicorn.Config(server.app(), host=host, port=port or target.serving.port, log_level=log_level,
-                            access_log=False, timeout_graceful_shutdown=30, lifespan="on",
-                            loop="uvloop" if _has("uvloop") else "asyncio", http="httptools" if _has("httptools") else "h11")
+    server = InferenceServer(
+        target.artifact_dir, target.serving, replicas or default_replicas(target.spec, runtime), runtime
+    )
+    config = uvicorn.Config(
+        server.app(),
+        host=host,
+        port=port or target.serving.port,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=30,
+        lifespan="on",
+        loop="uvloop" if _has("uvloop") else "asyncio",
+        http="httptools" if _has("httptools") else "h11",
+    )
     uvicorn.Server(config).run()
 
 

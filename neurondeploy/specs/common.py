@@ -112,8 +112,11 @@ class NetworkSpec(StrictModel):
     @model_validator(mode="after")
     def _existing_vpc_needs_subnets(self) -> NetworkSpec:
         if self.vpc_id is None and self.subnet_prefix > SMALLEST_SUBNET_PREFIX:
-            raise FieldIssue("vpc_cidr", f"{self.vpc_cidr} is too small for {self.availability_zones} AZs "
-                             f"(subnets would be /{self.subnet_prefix}; an ALB needs /{SMALLEST_SUBNET_PREFIX})")
+            raise FieldIssue(
+                "vpc_cidr",
+                f"{self.vpc_cidr} is too small for {self.availability_zones} AZs "
+                f"(subnets would be /{self.subnet_prefix}; an ALB needs /{SMALLEST_SUBNET_PREFIX})",
+            )
         if self.vpc_id is None and (self.public_subnet_ids or self.instance_subnet_ids):
             raise FieldIssue("vpc_id", "subnet ids were given without vpc_id; set vpc_id to the VPC they belong to")
         return self
@@ -127,7 +130,11 @@ class DnsSpec(StrictModel):
     """A Route 53 name for the endpoint."""
 
     hosted_zone_id: Annotated[
-        str, Field(description="Route 53 hosted zone id that holds the record (e.g. Z0123456789ABC).", pattern=r"^[A-Z0-9]{1,32}$")
+        str,
+        Field(
+            description="Route 53 hosted zone id that holds the record (e.g. Z0123456789ABC).",
+            pattern=r"^[A-Z0-9]{1,32}$",
+        ),
     ]
     zone_name: Annotated[str, Field(description="The hosted zone's domain, e.g. example.com.")]
     record_name: Annotated[str, Field(description="Full name to create, inside the zone, e.g. api.example.com.")]
@@ -144,8 +151,11 @@ class DnsSpec(StrictModel):
     @model_validator(mode="after")
     def _record_in_zone(self) -> DnsSpec:
         if self.record_name != self.zone_name and not self.record_name.endswith("." + self.zone_name):
-            raise FieldIssue("record_name", f"record_name {self.record_name} is not inside zone {self.zone_name}; "
-                             f"use a name ending in .{self.zone_name}")
+            raise FieldIssue(
+                "record_name",
+                f"record_name {self.record_name} is not inside zone {self.zone_name}; "
+                f"use a name ending in .{self.zone_name}",
+            )
         return self
 
 

@@ -28,7 +28,11 @@ class ModelArchitecture(StrictModel):
     attention_heads: Annotated[int, Field(description="Query heads (num_attention_heads).", ge=1, le=1024)]
     kv_heads: Annotated[
         int | None,
-        Field(description="Key/value heads (num_key_value_heads); less than attention_heads for GQA. Empty: = attention_heads.", ge=1, le=1024),
+        Field(
+            description="Key/value heads (num_key_value_heads); less than attention_heads for GQA. Empty: = attention_heads.",
+            ge=1,
+            le=1024,
+        ),
     ] = None
     vocab_size: Annotated[int, Field(description="Vocabulary size.", ge=1, le=10_000_000)] = 32000
     intermediate_size: Annotated[
@@ -48,9 +52,14 @@ class ModelArchitecture(StrictModel):
     @model_validator(mode="after")
     def _heads(self) -> ModelArchitecture:
         if self.hidden_size % self.attention_heads:
-            raise FieldIssue("attention_heads", f"hidden_size {self.hidden_size} is not divisible by attention_heads {self.attention_heads}")
+            raise FieldIssue(
+                "attention_heads",
+                f"hidden_size {self.hidden_size} is not divisible by attention_heads {self.attention_heads}",
+            )
         if self.kv_heads is not None and self.attention_heads % self.kv_heads:
-            raise FieldIssue("kv_heads", f"attention_heads {self.attention_heads} is not a multiple of kv_heads {self.kv_heads}")
+            raise FieldIssue(
+                "kv_heads", f"attention_heads {self.attention_heads} is not a multiple of kv_heads {self.kv_heads}"
+            )
         return self
 
 
@@ -59,8 +68,10 @@ class ModelSpec(StrictModel):
 
     path: Annotated[
         str | None,
-        Field(description="Local Hugging Face model directory (config.json + weights + tokenizer), a TorchScript .pt file, "
-              "or pkg://<python package>/<subdir> for a model directory shipped inside an installed package."),
+        Field(
+            description="Local Hugging Face model directory (config.json + weights + tokenizer), a TorchScript .pt file, "
+            "or pkg://<python package>/<subdir> for a model directory shipped inside an installed package."
+        ),
     ] = None
     factory: Annotated[
         str | None,
@@ -102,7 +113,7 @@ class ModelSpec(StrictModel):
         installed Python package (found without importing it); relative paths are relative to the spec file."""
         text = self.path or ""
         if text.startswith(PACKAGE_PREFIX):
-            package, _, subdir = text[len(PACKAGE_PREFIX):].partition("/")
+            package, _, subdir = text[len(PACKAGE_PREFIX) :].partition("/")
             found = importlib.util.find_spec(package) if package.isidentifier() else None
             if found is None or not found.submodule_search_locations:
                 return Path(text)  # does not exist: callers report it as a missing path
@@ -124,11 +135,19 @@ class CompileSpec(StrictModel):
 
     batch_sizes: Annotated[
         list[Annotated[int, Field(ge=1, le=1024)]],
-        Field(description="Batch sizes to compile; requests are padded up to the smallest that fits.", min_length=1, max_length=8),
+        Field(
+            description="Batch sizes to compile; requests are padded up to the smallest that fits.",
+            min_length=1,
+            max_length=8,
+        ),
     ] = [1]
     sequence_lengths: Annotated[
         list[Annotated[int, Field(ge=1, le=131072)]],
-        Field(description="Sequence lengths to compile (text models); longer inputs are truncated or refused per serving.on_long_input.", min_length=1, max_length=8),
+        Field(
+            description="Sequence lengths to compile (text models); longer inputs are truncated or refused per serving.on_long_input.",
+            min_length=1,
+            max_length=8,
+        ),
     ] = [128]
     image_size: Annotated[
         list[Annotated[int, Field(ge=8, le=4096)]] | None,
@@ -140,7 +159,9 @@ class CompileSpec(StrictModel):
     ] = None
     auto_cast: Annotated[
         Literal["none", "matmult", "all"],
-        Field(description="neuronx-cc --auto-cast: which FP32 ops to down-cast. 'none' is the compiler default since SDK 2.27."),
+        Field(
+            description="neuronx-cc --auto-cast: which FP32 ops to down-cast. 'none' is the compiler default since SDK 2.27."
+        ),
     ] = "none"
     auto_cast_type: Annotated[
         Literal["bf16", "fp16", "tf32", "fp8_e4m3"],
@@ -151,7 +172,12 @@ class CompileSpec(StrictModel):
         Field(description="neuronx-cc --model-type: graph optimisations for the model family."),
     ] = "generic"
     optlevel: Annotated[
-        int, Field(description="neuronx-cc -O: 1 fast compile, 2 default, 3 faster model, slower compile, more host RAM.", ge=1, le=3)
+        int,
+        Field(
+            description="neuronx-cc -O: 1 fast compile, 2 default, 3 faster model, slower compile, more host RAM.",
+            ge=1,
+            le=3,
+        ),
     ] = 2
     numerical_tolerance: Annotated[
         float, Field(description="Max abs difference allowed between a compiled bucket and eager PyTorch.", gt=0, le=1)
@@ -167,7 +193,10 @@ class CompileSpec(StrictModel):
     @model_validator(mode="after")
     def _cast_type_needs_cast(self) -> CompileSpec:
         if self.auto_cast == "none" and self.auto_cast_type != "bf16":
-            raise FieldIssue("auto_cast_type", f"auto_cast_type {self.auto_cast_type} has no effect with auto_cast none; set auto_cast to matmult or all")
+            raise FieldIssue(
+                "auto_cast_type",
+                f"auto_cast_type {self.auto_cast_type} has no effect with auto_cast none; set auto_cast to matmult or all",
+            )
         return self
 
     @property
@@ -190,7 +219,9 @@ class AutoscalingSpec(StrictModel):
     @model_validator(mode="after")
     def _range(self) -> AutoscalingSpec:
         if self.min_instances > self.max_instances:
-            raise FieldIssue("min_instances", f"min_instances {self.min_instances} is above max_instances {self.max_instances}")
+            raise FieldIssue(
+                "min_instances", f"min_instances {self.min_instances} is above max_instances {self.max_instances}"
+            )
         return self
 
 
@@ -199,15 +230,21 @@ class ContainerSpec(StrictModel):
 
     kind: Annotated[
         Literal["neurondeploy", "hf-vllm", "hf-tgi"],
-        Field(description="neurondeploy: our server with the compiled artifact. hf-vllm / hf-tgi: Hugging Face's "
-              "Neuron LLM containers, configured from this spec (decoder LLMs)."),
+        Field(
+            description="neurondeploy: our server with the compiled artifact. hf-vllm / hf-tgi: Hugging Face's "
+            "Neuron LLM containers, configured from this spec (decoder LLMs)."
+        ),
     ] = "neurondeploy"
     image_uri: Annotated[
         str | None,
-        Field(description="Override the image (ECR URI). Empty: resolved from the catalogue for region and SDK.", max_length=255),
+        Field(
+            description="Override the image (ECR URI). Empty: resolved from the catalogue for region and SDK.",
+            max_length=255,
+        ),
     ] = None
     env: Annotated[
-        dict[str, str], Field(description="Extra environment variables for the container (keys [A-Za-z_][A-Za-z0-9_]*).")
+        dict[str, str],
+        Field(description="Extra environment variables for the container (keys [A-Za-z_][A-Za-z0-9_]*)."),
     ] = {}
 
     @field_validator("env")
@@ -224,13 +261,19 @@ class ContainerSpec(StrictModel):
 class ServingSpec(StrictModel):
     """The HTTP server's behaviour (the SageMaker container contract: /ping and /invocations on 8080)."""
 
-    port: Annotated[int, Field(description="Port the server listens on; SageMaker requires 8080.", ge=1024, le=65535)] = 8080
+    port: Annotated[
+        int, Field(description="Port the server listens on; SageMaker requires 8080.", ge=1024, le=65535)
+    ] = 8080
     max_batch_delay_ms: Annotated[
         float, Field(description="How long a request may wait for others to fill a batch.", ge=0, le=1000)
     ] = 5.0
     max_queue: Annotated[int, Field(description="Queued requests before answering 503.", ge=1, le=100000)] = 256
-    max_body_bytes: Annotated[int, Field(description="Largest request body accepted (413 above).", ge=1024, le=100 * 2**20)] = 2**20
-    max_items_per_request: Annotated[int, Field(description="Most inputs in one request (400 above).", ge=1, le=4096)] = 64
+    max_body_bytes: Annotated[
+        int, Field(description="Largest request body accepted (413 above).", ge=1024, le=100 * 2**20)
+    ] = 2**20
+    max_items_per_request: Annotated[
+        int, Field(description="Most inputs in one request (400 above).", ge=1, le=4096)
+    ] = 64
     on_long_input: Annotated[
         Literal["truncate", "refuse"],
         Field(description="Inputs longer than the largest sequence bucket: truncate them, or answer 400."),
@@ -242,28 +285,45 @@ class DeploymentSpec(StrictModel):
 
     platform: Annotated[
         Literal["sagemaker", "ec2"],
-        Field(description="sagemaker: a real-time endpoint on ml.inf2. ec2: Inf2 instances in an Auto Scaling group behind an ALB."),
+        Field(
+            description="sagemaker: a real-time endpoint on ml.inf2. ec2: Inf2 instances in an Auto Scaling group behind an ALB."
+        ),
     ] = "sagemaker"
     instance_type: Annotated[
         str, Field(description="Instance type, e.g. inf2.xlarge (ml. prefix optional).", pattern=INSTANCE_TYPE_PATTERN)
     ] = "inf2.xlarge"
     instance_count: Annotated[int, Field(description="Instances to start with.", ge=1, le=100)] = 1
     tensor_parallel: Annotated[
-        int, Field(description="NeuronCores one model replica is sharded over (LLMs); 1 for encoder models.", ge=1, le=128)
+        int,
+        Field(description="NeuronCores one model replica is sharded over (LLMs); 1 for encoder models.", ge=1, le=128),
     ] = 1
-    autoscaling: Annotated[AutoscalingSpec | None, Field(description="Scale between min and max instances on load.")] = None
+    autoscaling: Annotated[
+        AutoscalingSpec | None, Field(description="Scale between min and max instances on load.")
+    ] = None
     container: Annotated[ContainerSpec, Field(description="Serving container.")] = ContainerSpec()
     health_check_timeout_s: Annotated[
         int,
-        Field(description="ContainerStartupHealthCheckTimeoutInSeconds: how long loading may take before /ping must pass (60-3600).", ge=60, le=3600),
+        Field(
+            description="ContainerStartupHealthCheckTimeoutInSeconds: how long loading may take before /ping must pass (60-3600).",
+            ge=60,
+            le=3600,
+        ),
     ] = 600
     model_download_timeout_s: Annotated[
         int,
-        Field(description="ModelDataDownloadTimeoutInSeconds: how long fetching the artifact may take (60-3600).", ge=60, le=3600),
+        Field(
+            description="ModelDataDownloadTimeoutInSeconds: how long fetching the artifact may take (60-3600).",
+            ge=60,
+            le=3600,
+        ),
     ] = 600
     volume_gib: Annotated[
         int | None,
-        Field(description="EBS volume per instance (1-512 on SageMaker). Empty: sized from the model. Never sent for trn1 (NVMe).", ge=1, le=16384),
+        Field(
+            description="EBS volume per instance (1-512 on SageMaker). Empty: sized from the model. Never sent for trn1 (NVMe).",
+            ge=1,
+            le=16384,
+        ),
     ] = None
 
     @field_validator("instance_type")
@@ -279,13 +339,17 @@ class InferenceSpec(SpecBase):
     model: Annotated[ModelSpec, Field(description="The model to serve.")]
     task: Annotated[
         Literal["feature-extraction", "text-classification", "image-classification", "text-generation"],
-        Field(description="What the model does; decides pre/post-processing. text-generation needs an hf-vllm/hf-tgi container."),
+        Field(
+            description="What the model does; decides pre/post-processing. text-generation needs an hf-vllm/hf-tgi container."
+        ),
     ]
     compile: Annotated[CompileSpec, Field(description="Shape buckets and compiler options.")] = CompileSpec()
     deployment: Annotated[DeploymentSpec, Field(description="Platform, instances and container.")] = DeploymentSpec()
     serving: Annotated[ServingSpec, Field(description="HTTP server settings.")] = ServingSpec()
     dns: Annotated[DnsSpec | None, Field(description="Route 53 record for the endpoint (ec2 platform).")] = None
-    tls: Annotated[TlsSpec | None, Field(description="HTTPS with ACM (ec2 platform); needs dns unless certificate_arn is given.")] = None
+    tls: Annotated[
+        TlsSpec | None, Field(description="HTTPS with ACM (ec2 platform); needs dns unless certificate_arn is given.")
+    ] = None
 
     @property
     def platform(self) -> Literal["sagemaker", "ec2"]:
@@ -307,30 +371,57 @@ class InferenceSpec(SpecBase):
     def _consistent(self) -> InferenceSpec:
         container = self.deployment.container.kind
         if self.task == "text-generation" and container == "neurondeploy":
-            raise FieldIssue("deployment.container.kind", "task text-generation is served by the Hugging Face LLM containers; set deployment.container.kind to hf-vllm or hf-tgi")
+            raise FieldIssue(
+                "deployment.container.kind",
+                "task text-generation is served by the Hugging Face LLM containers; set deployment.container.kind to hf-vllm or hf-tgi",
+            )
         if container != "neurondeploy" and self.task != "text-generation":
-            raise FieldIssue("task", f"container {container} serves decoder LLMs only; use task text-generation or container kind neurondeploy")
+            raise FieldIssue(
+                "task",
+                f"container {container} serves decoder LLMs only; use task text-generation or container kind neurondeploy",
+            )
         if container != "neurondeploy" and not self.model.hf_model_id:
             raise FieldIssue("model", f"container {container} loads the model itself; set model.hf_model_id")
         if self.model.hf_model_id and container == "neurondeploy":
-            raise FieldIssue("model.hf_model_id", "model.hf_model_id is only for the hf-vllm / hf-tgi containers; give model.path for a model neurondeploy compiles")
+            raise FieldIssue(
+                "model.hf_model_id",
+                "model.hf_model_id is only for the hf-vllm / hf-tgi containers; give model.path for a model neurondeploy compiles",
+            )
         if self.task == "image-classification" and not self.compile.image_size:
             raise FieldIssue("compile", "task image-classification needs compile.image_size: [height, width]")
         if self.deployment.platform == "sagemaker" and (self.dns or self.tls):
-            raise FieldIssue("dns" if self.dns else "tls", "dns and tls apply to platform ec2 (SageMaker endpoints have their own HTTPS URL); remove them or use platform ec2")
+            raise FieldIssue(
+                "dns" if self.dns else "tls",
+                "dns and tls apply to platform ec2 (SageMaker endpoints have their own HTTPS URL); remove them or use platform ec2",
+            )
         if self.tls and self.tls.enabled and not self.tls.certificate_arn and not self.dns:
-            raise FieldIssue("tls", "tls without certificate_arn needs dns (the certificate is validated through Route 53); add dns or certificate_arn")
+            raise FieldIssue(
+                "tls",
+                "tls without certificate_arn needs dns (the certificate is validated through Route 53); add dns or certificate_arn",
+            )
         if self.deployment.platform == "ec2":
             if container != "neurondeploy":
-                raise FieldIssue("deployment.container.kind", f"container {container} runs on SageMaker only; "
-                                 "use platform sagemaker, or container kind neurondeploy on ec2")
+                raise FieldIssue(
+                    "deployment.container.kind",
+                    f"container {container} runs on SageMaker only; "
+                    "use platform sagemaker, or container kind neurondeploy on ec2",
+                )
             network = self.network
             if network.creates_vpc and network.availability_zones < 2:
-                raise FieldIssue("network.availability_zones", "an application load balancer needs 2 or more availability zones; set 2")
+                raise FieldIssue(
+                    "network.availability_zones",
+                    "an application load balancer needs 2 or more availability zones; set 2",
+                )
             if not network.creates_vpc and len(network.public_subnet_ids) < 2:
-                raise FieldIssue("network.public_subnet_ids", "an application load balancer needs 2 or more public subnets in different AZs; list them")
+                raise FieldIssue(
+                    "network.public_subnet_ids",
+                    "an application load balancer needs 2 or more public subnets in different AZs; list them",
+                )
             if not network.creates_vpc and network.instance_subnets == "private" and not network.instance_subnet_ids:
-                raise FieldIssue("network.instance_subnet_ids", "instance_subnets is private: list private subnets that route to a NAT gateway")
+                raise FieldIssue(
+                    "network.instance_subnet_ids",
+                    "instance_subnets is private: list private subnets that route to a NAT gateway",
+                )
         if self.deployment.platform == "sagemaker" and self.serving.port != 8080:
             raise FieldIssue("serving.port", "SageMaker containers must listen on 8080; remove serving.port")
         return self

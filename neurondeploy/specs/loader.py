@@ -72,12 +72,16 @@ class _Builder:
             for key_node, value_node in node.value:
                 key = self.build(key_node, path + ("<key>",))
                 if not isinstance(key, (str, int, float, bool)) or isinstance(key, bool):
-                    raise SpecError(f"{self.source.file}:{key_node.start_mark.line + 1}: mapping keys must be plain names",
-                                    "write keys as words, e.g. `name: my-endpoint`")
+                    raise SpecError(
+                        f"{self.source.file}:{key_node.start_mark.line + 1}: mapping keys must be plain names",
+                        "write keys as words, e.g. `name: my-endpoint`",
+                    )
                 key = str(key)
                 if key in result:
-                    raise SpecError(f"{self.source.file}:{key_node.start_mark.line + 1}: {_dotted(path + (key,))}: key given twice",
-                                    "keep one of the two entries")
+                    raise SpecError(
+                        f"{self.source.file}:{key_node.start_mark.line + 1}: {_dotted(path + (key,))}: key given twice",
+                        "keep one of the two entries",
+                    )
                 self.source.lines[path + (key,)] = key_node.start_mark.line + 1
                 result[key] = self.build(value_node, path + (key,))
             return result
@@ -102,20 +106,27 @@ def _parse_yaml(text: str, source: SourceMap) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
-        raise SpecError(f"{source.file}:{line}: not valid YAML: {exc.problem or exc.context}",
-                        "check indentation and quoting on that line") from None
+        raise SpecError(
+            f"{source.file}:{line}: not valid YAML: {exc.problem or exc.context}",
+            "check indentation and quoting on that line",
+        ) from None
     except yaml.YAMLError as exc:
-        raise SpecError(f"{source.file}: not valid YAML: {' '.join(str(exc).split())}", "check the file is YAML text") from None
+        raise SpecError(
+            f"{source.file}: not valid YAML: {' '.join(str(exc).split())}", "check the file is YAML text"
+        ) from None
     nodes = [node for node in nodes if node is not None]
     if not nodes:
         raise SpecError(f"{source.file}: the spec is empty", "start from a file in templates/")
     if len(nodes) > 1:
-        raise SpecError(f"{source.file}:{nodes[1].start_mark.line + 1}: more than one YAML document",
-                        "put one spec per file")
+        raise SpecError(
+            f"{source.file}:{nodes[1].start_mark.line + 1}: more than one YAML document", "put one spec per file"
+        )
     try:
         return _Builder(source).build(nodes[0], ())
     except yaml.YAMLError as exc:
-        raise SpecError(f"{source.file}: not valid YAML: {' '.join(str(exc).split())}", "check the file's values") from None
+        raise SpecError(
+            f"{source.file}: not valid YAML: {' '.join(str(exc).split())}", "check the file's values"
+        ) from None
 
 
 def _model_at(model: type[BaseModel], path: Path_) -> type[BaseModel] | None:
@@ -164,12 +175,18 @@ def _problem(model: type[BaseModel], error: dict[str, Any], source: SourceMap) -
         parent = _model_at(model, loc[:-1])
         known = list(parent.model_fields) if parent else []
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-        hint = f"did you mean `{close[0]}`?" if close else (f"known fields here: {', '.join(known)}" if known else "remove it")
+        hint = (
+            f"did you mean `{close[0]}`?"
+            if close
+            else (f"known fields here: {', '.join(known)}" if known else "remove it")
+        )
         return SpecError(f"{where}: {name}: unknown field", hint)
     description = _field_description(model, loc)
     if kind == "missing":
-        return SpecError(f"{where}: {name}: required field is missing",
-                         f"add `{loc[-1]}:`" + (f" — {description}" if description else ""))
+        return SpecError(
+            f"{where}: {name}: required field is missing",
+            f"add `{loc[-1]}:`" + (f" — {description}" if description else ""),
+        )
     message = str(original) if original is not None else error["msg"]
     if kind == "literal_error":
         message = f"{error.get('input')!r} is not allowed; {error['msg'][0].lower()}{error['msg'][1:]}"
@@ -197,14 +214,18 @@ def parse_spec(text: str | bytes, file: str = "<spec>", path: Path | None = None
     try:
         decoded = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(f"{file}: not UTF-8 text (byte {exc.start})", "a spec is a YAML text file; check the path") from None
+        raise SpecError(
+            f"{file}: not UTF-8 text (byte {exc.start})", "a spec is a YAML text file; check the path"
+        ) from None
     if "\x00" in decoded:
         raise SpecError(f"{file}: contains NUL bytes, not a text file", "a spec is a YAML text file; check the path")
     source = SourceMap(file)
     data = _parse_yaml(decoded, source)
     if not isinstance(data, dict):
-        raise SpecError(f"{file}:1: the spec must be a mapping of fields, found {type(data).__name__}",
-                        "start with `kind: inference` or `kind: training` and `name: ...`")
+        raise SpecError(
+            f"{file}:1: the spec must be a mapping of fields, found {type(data).__name__}",
+            "start with `kind: inference` or `kind: training` and `name: ...`",
+        )
     kind = data.get("kind")
     if not isinstance(kind, str) or kind not in SPEC_KINDS:
         close = difflib.get_close_matches(str(kind), list(SPEC_KINDS), n=1)

@@ -16,27 +16,45 @@ HyperparameterValue = str | int | float | bool
 class DistributionSpec(StrictModel):
     """How the model and data are split over NeuronCores (or local processes with --local)."""
 
-    tensor_parallel: Annotated[int, Field(description="Tensor-parallel degree (TP): cores one layer is sharded over.", ge=1, le=128)] = 1
-    pipeline_parallel: Annotated[int, Field(description="Pipeline-parallel degree (PP): stages the layers are cut into.", ge=1, le=64)] = 1
+    tensor_parallel: Annotated[
+        int, Field(description="Tensor-parallel degree (TP): cores one layer is sharded over.", ge=1, le=128)
+    ] = 1
+    pipeline_parallel: Annotated[
+        int, Field(description="Pipeline-parallel degree (PP): stages the layers are cut into.", ge=1, le=64)
+    ] = 1
     data_parallel: Annotated[
         int | None,
-        Field(description="Data-parallel degree (DP). Empty: total NeuronCores / (TP × PP). Given: TP × PP × DP must equal the total.", ge=1, le=4096),
+        Field(
+            description="Data-parallel degree (DP). Empty: total NeuronCores / (TP × PP). Given: TP × PP × DP must equal the total.",
+            ge=1,
+            le=4096,
+        ),
     ] = None
     microbatches: Annotated[
-        int, Field(description="Pipeline micro-batches per step (PP > 1); at least PP keeps every stage busy.", ge=1, le=1024)
+        int,
+        Field(
+            description="Pipeline micro-batches per step (PP > 1); at least PP keeps every stage busy.", ge=1, le=1024
+        ),
     ] = 1
     precision: Annotated[
         Literal["fp32", "bf16-autocast", "bf16-stochastic-rounding"],
-        Field(description="fp32; bf16-autocast (torch.autocast around the forward, --auto-cast=none); or full bf16 weights "
-              "with stochastic rounding (NEURON_RT_STOCHASTIC_ROUNDING_EN=1), the Neuron docs' recommended replacement for XLA_USE_BF16."),
+        Field(
+            description="fp32; bf16-autocast (torch.autocast around the forward, --auto-cast=none); or full bf16 weights "
+            "with stochastic rounding (NEURON_RT_STOCHASTIC_ROUNDING_EN=1), the Neuron docs' recommended replacement for XLA_USE_BF16."
+        ),
     ] = "bf16-autocast"
-    gradient_checkpointing: Annotated[bool, Field(description="Recompute activations in the backward pass to save memory.")] = False
+    gradient_checkpointing: Annotated[
+        bool, Field(description="Recompute activations in the backward pass to save memory.")
+    ] = False
     zero1: Annotated[bool, Field(description="Shard optimizer state over data-parallel ranks (ZeRO-1).")] = False
 
     @model_validator(mode="after")
     def _pipeline(self) -> DistributionSpec:
         if self.pipeline_parallel == 1 and self.microbatches != 1:
-            raise FieldIssue("microbatches", f"microbatches {self.microbatches} needs pipeline_parallel > 1; remove it or set pipeline_parallel")
+            raise FieldIssue(
+                "microbatches",
+                f"microbatches {self.microbatches} needs pipeline_parallel > 1; remove it or set pipeline_parallel",
+            )
         return self
 
 
@@ -44,9 +62,12 @@ class CheckpointSpec(StrictModel):
     """Where checkpoints go and whether a run resumes from the newest."""
 
     s3_uri: Annotated[
-        str | None, Field(description="S3 prefix SageMaker syncs local_path to (needed for spot).", pattern=S3_URI_PATTERN)
+        str | None,
+        Field(description="S3 prefix SageMaker syncs local_path to (needed for spot).", pattern=S3_URI_PATTERN),
     ] = None
-    local_path: Annotated[str, Field(description="Directory inside the container the script writes to.")] = "/opt/ml/checkpoints"
+    local_path: Annotated[str, Field(description="Directory inside the container the script writes to.")] = (
+        "/opt/ml/checkpoints"
+    )
     every_steps: Annotated[int, Field(description="Save every N optimizer steps.", ge=1, le=10_000_000)] = 100
     resume: Annotated[bool, Field(description="Start from the newest checkpoint found, if any.")] = True
 
@@ -56,7 +77,12 @@ class SpotSpec(StrictModel):
 
     enabled: Annotated[bool, Field(description="Use managed spot capacity.")] = False
     max_wait_s: Annotated[
-        int | None, Field(description="MaxWaitTimeInSeconds: total time including waiting for capacity; ≥ max_runtime_s.", ge=1, le=2_419_200)
+        int | None,
+        Field(
+            description="MaxWaitTimeInSeconds: total time including waiting for capacity; ≥ max_runtime_s.",
+            ge=1,
+            le=2_419_200,
+        ),
     ] = None
 
 
@@ -64,9 +90,12 @@ class InputChannel(StrictModel):
     """A named data channel: S3 on SageMaker, a local directory with --local."""
 
     s3_uri: Annotated[str | None, Field(description="S3 prefix of the channel's data.", pattern=S3_URI_PATTERN)] = None
-    local_path: Annotated[str | None, Field(description="Local directory standing in for the channel with --local.")] = None
+    local_path: Annotated[
+        str | None, Field(description="Local directory standing in for the channel with --local.")
+    ] = None
     distribution: Annotated[
-        Literal["FullyReplicated", "ShardedByS3Key"], Field(description="Every host gets all data, or a shard of the keys.")
+        Literal["FullyReplicated", "ShardedByS3Key"],
+        Field(description="Every host gets all data, or a shard of the keys."),
     ] = "FullyReplicated"
 
     @model_validator(mode="after")
@@ -81,39 +110,74 @@ class TrainingSpec(SpecBase):
 
     kind: Annotated[Literal["training"], Field(description="Spec kind.")]
     entry_point: Annotated[str, Field(description="Training script, relative to source_dir.", min_length=1)]
-    source_dir: Annotated[str, Field(description="Directory packed and uploaded with the script (relative to the spec file).")] = "."
+    source_dir: Annotated[
+        str, Field(description="Directory packed and uploaded with the script (relative to the spec file).")
+    ] = "."
     instance_type: Annotated[
-        str, Field(description="Trainium instance type, e.g. trn1.32xlarge (ml. prefix optional).", pattern=INSTANCE_TYPE_PATTERN)
+        str,
+        Field(
+            description="Trainium instance type, e.g. trn1.32xlarge (ml. prefix optional).",
+            pattern=INSTANCE_TYPE_PATTERN,
+        ),
     ] = "trn1.2xlarge"
-    instance_count: Annotated[int, Field(description="Instances; more than 1 needs an EFA type (trn1.32xlarge, trn1n.32xlarge, trn2).", ge=1, le=64)] = 1
+    instance_count: Annotated[
+        int,
+        Field(
+            description="Instances; more than 1 needs an EFA type (trn1.32xlarge, trn1n.32xlarge, trn2).", ge=1, le=64
+        ),
+    ] = 1
     distribution: Annotated[DistributionSpec, Field(description="Parallel layout and precision.")] = DistributionSpec()
     architecture: Annotated[
         ModelArchitecture | None,
-        Field(description="Shape of the model the script trains; when given, the planner checks it fits per NeuronCore."),
+        Field(
+            description="Shape of the model the script trains; when given, the planner checks it fits per NeuronCore."
+        ),
     ] = None
     checkpoint: Annotated[CheckpointSpec, Field(description="Checkpoint location and resume.")] = CheckpointSpec()
     spot: Annotated[SpotSpec, Field(description="Managed spot training.")] = SpotSpec()
-    max_runtime_s: Annotated[int, Field(description="Stop the job after this many seconds.", ge=60, le=2_419_200)] = 86400
+    max_runtime_s: Annotated[int, Field(description="Stop the job after this many seconds.", ge=60, le=2_419_200)] = (
+        86400
+    )
     hyperparameters: Annotated[
-        dict[str, HyperparameterValue], Field(description="Passed to the script as --key value (at most 90; SageMaker allows 100).")
+        dict[str, HyperparameterValue],
+        Field(description="Passed to the script as --key value (at most 90; SageMaker allows 100)."),
     ] = {}
-    inputs: Annotated[dict[str, InputChannel], Field(description="Data channels by name (SM_CHANNEL_<NAME>).", max_length=20)] = {}
+    inputs: Annotated[
+        dict[str, InputChannel], Field(description="Data channels by name (SM_CHANNEL_<NAME>).", max_length=20)
+    ] = {}
     output_s3_uri: Annotated[
-        str | None, Field(description="S3 prefix for the model and output data. Empty: s3://<default bucket>/<name>/output.", pattern=S3_URI_PATTERN)
+        str | None,
+        Field(
+            description="S3 prefix for the model and output data. Empty: s3://<default bucket>/<name>/output.",
+            pattern=S3_URI_PATTERN,
+        ),
     ] = None
     compile_cache_uri: Annotated[
         str | None,
-        Field(description="Persistent Neuron compile cache (NEURON_COMPILE_CACHE_URL) shared by runs, so jobs stop recompiling.", pattern=S3_URI_PATTERN),
+        Field(
+            description="Persistent Neuron compile cache (NEURON_COMPILE_CACHE_URL) shared by runs, so jobs stop recompiling.",
+            pattern=S3_URI_PATTERN,
+        ),
     ] = None
     parallel_compile: Annotated[
-        bool, Field(description="Pre-compile graphs with neuron_parallel_compile first (RUN_NEURON_PARALLEL_COMPILE=1).")
+        bool,
+        Field(description="Pre-compile graphs with neuron_parallel_compile first (RUN_NEURON_PARALLEL_COMPILE=1)."),
     ] = False
     image_uri: Annotated[
-        str | None, Field(description="Override the training image. Empty: pytorch-training-neuronx for region and SDK.", max_length=255)
+        str | None,
+        Field(
+            description="Override the training image. Empty: pytorch-training-neuronx for region and SDK.",
+            max_length=255,
+        ),
     ] = None
     environment: Annotated[dict[str, str], Field(description="Extra environment variables for the job.")] = {}
     local_processes: Annotated[
-        int, Field(description="Processes torchrun starts with --local (the parallel layout is scaled down to them).", ge=1, le=64)
+        int,
+        Field(
+            description="Processes torchrun starts with --local (the parallel layout is scaled down to them).",
+            ge=1,
+            le=64,
+        ),
     ] = 2
 
     @property
@@ -134,10 +198,14 @@ class TrainingSpec(SpecBase):
     @classmethod
     def _hyperparameters(cls, values: dict[str, HyperparameterValue]) -> dict[str, HyperparameterValue]:
         if len(values) > 90:
-            raise ValueError(f"{len(values)} hyperparameters; at most 90 fit beside the ones neurondeploy adds (SageMaker allows 100)")
+            raise ValueError(
+                f"{len(values)} hyperparameters; at most 90 fit beside the ones neurondeploy adds (SageMaker allows 100)"
+            )
         for key in values:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]{0,255}", key):
-                raise ValueError(f"hyperparameter name {key!r} must be letters, digits, _ or -, starting with a letter or _")
+                raise ValueError(
+                    f"hyperparameter name {key!r} must be letters, digits, _ or -, starting with a letter or _"
+                )
         return values
 
     @field_validator("inputs")
@@ -153,18 +221,27 @@ class TrainingSpec(SpecBase):
     def _environment(cls, values: dict[str, str]) -> dict[str, str]:
         for key, value in values.items():
             if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]{0,511}", key) or len(value) > 512:
-                raise ValueError(f"environment {key!r}: keys match [A-Za-z_][A-Za-z0-9_]* and values are at most 512 characters")
+                raise ValueError(
+                    f"environment {key!r}: keys match [A-Za-z_][A-Za-z0-9_]* and values are at most 512 characters"
+                )
         return values
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainingSpec:
         if self.spot.enabled:
             if not self.checkpoint.s3_uri:
-                raise FieldIssue("spot.enabled", "spot training is interrupted and resumes from checkpoints; set checkpoint.s3_uri")
+                raise FieldIssue(
+                    "spot.enabled", "spot training is interrupted and resumes from checkpoints; set checkpoint.s3_uri"
+                )
             if self.spot.max_wait_s is None:
-                raise FieldIssue("spot.max_wait_s", f"spot training needs spot.max_wait_s (≥ max_runtime_s {self.max_runtime_s})")
+                raise FieldIssue(
+                    "spot.max_wait_s", f"spot training needs spot.max_wait_s (≥ max_runtime_s {self.max_runtime_s})"
+                )
             if self.spot.max_wait_s < self.max_runtime_s:
-                raise FieldIssue("spot.max_wait_s", f"spot.max_wait_s {self.spot.max_wait_s} is below max_runtime_s {self.max_runtime_s}; raise it")
+                raise FieldIssue(
+                    "spot.max_wait_s",
+                    f"spot.max_wait_s {self.spot.max_wait_s} is below max_runtime_s {self.max_runtime_s}; raise it",
+                )
         elif self.spot.max_wait_s is not None:
             raise FieldIssue("spot.max_wait_s", "spot.max_wait_s needs spot.enabled: true")
         return self

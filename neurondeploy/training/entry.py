@@ -40,6 +40,8 @@ def source_directory(loaded) -> Path:
     spec = loaded.spec
     directory = (loaded.base_dir / spec.source_dir).resolve()
     if not (directory / spec.entry_point).is_file():
-        raise SpecError(f"{loaded.source.file}: entry_point {spec.entry_point} is not in source_dir {directory}",
-                        "fix source_dir (relative to the spec file) or entry_point")
+        raise SpecError(
+            f"{loaded.source.file}: entry_point {spec.entry_point} is not in source_dir {directory}",
+            "fix source_dir (relative to the spec file) or entry_point",
+        )
     return directory

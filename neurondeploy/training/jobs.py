@@ -13,9 +13,10 @@ not uploaded again, and the execution role's read prefix (``<name>/source/``) st
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
 from neurondeploy.archive import artifact_digest
 from neurondeploy.aws.errors import is_gone, is_transient
@@ -98,12 +99,21 @@ def job_summary(job: dict) -> dict:
     savings = None
     if job.get("EnableManagedSpotTraining") and training and billable is not None:
         savings = round((1 - billable / training) * 100, 1)
-    return {"job_name": job["TrainingJobName"], "status": job["TrainingJobStatus"],
-            "secondary_status": job.get("SecondaryStatus"), "created": job.get("CreationTime"),
-            "training_start": job.get("TrainingStartTime"), "training_end": job.get("TrainingEndTime"),
-            "elapsed_s": _elapsed(job), "training_time_s": training, "billable_time_s": billable,
-            "spot_savings_pct": savings, "model_artifacts": job.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
-            "checkpoint_s3_uri": job.get("CheckpointConfig", {}).get("S3Uri"), "failure_reason": job.get("FailureReason")}
+    return {
+        "job_name": job["TrainingJobName"],
+        "status": job["TrainingJobStatus"],
+        "secondary_status": job.get("SecondaryStatus"),
+        "created": job.get("CreationTime"),
+        "training_start": job.get("TrainingStartTime"),
+        "training_end": job.get("TrainingEndTime"),
+        "elapsed_s": _elapsed(job),
+        "training_time_s": training,
+        "billable_time_s": billable,
+        "spot_savings_pct": savings,
+        "model_artifacts": job.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
+        "checkpoint_s3_uri": job.get("CheckpointConfig", {}).get("S3Uri"),
+        "failure_reason": job.get("FailureReason"),
+    }
 
 
 def exit_code_of(status: str) -> int:
@@ -111,8 +121,10 @@ def exit_code_of(status: str) -> int:
 
 
 def status_line(job: dict) -> str:
-    text = f"{job['TrainingJobName']}: {job['TrainingJobStatus']} / {job.get('SecondaryStatus', '-')}, " \
-           f"{_duration(_elapsed(job))} elapsed"
+    text = (
+        f"{job['TrainingJobName']}: {job['TrainingJobStatus']} / {job.get('SecondaryStatus', '-')}, "
+        f"{_duration(_elapsed(job))} elapsed"
+    )
     return text + (f" ({job['FailureReason']})" if job.get("FailureReason") else "")
 
 
@@ -128,14 +140,22 @@ class StartedJob:
     source_uploaded: bool = False
 
 
-def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameters: dict[str, Any] | None = None,
-                       on_event: Callable[[str], None] | None = None) -> StartedJob:
+def start_training_job(
+    loaded,
+    *,
+    transport: AwsTransport,
+    state,
+    hyperparameters: dict[str, Any] | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> StartedJob:
     """Checks, then (unless a job of this deployment still runs) the shared bucket, the source archive and a
     new training job through the executor. Returns at once; :func:`wait_for_job` follows it."""
     loaded = with_overrides(loaded, hyperparameters or {})
     spec = loaded.spec
     if spec.kind != "training":
-        raise TrainingJobError(f"{spec.name} is an {spec.kind} spec; train runs training specs", "use neurondeploy apply")
+        raise TrainingJobError(
+            f"{spec.name} is an {spec.kind} spec; train runs training specs", "use neurondeploy apply"
+        )
     findings = errors_of(run_checks(loaded))
     if findings:
         raise PlanRefused(findings)
@@ -152,16 +172,23 @@ def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameter
     with state.lock(spec.name, spec.region, "training"):  # the executor re-enters it: no second run can slip in
         deployment = state.get(spec.name)
         if deployment is not None and deployment.kind != "training":
-            raise TrainingJobError(f"{spec.name} is recorded as an {deployment.kind} deployment",
-                                   "give the training spec another name, or destroy that deployment first")
+            raise TrainingJobError(
+                f"{spec.name} is recorded as an {deployment.kind} deployment",
+                "give the training spec another name, or destroy that deployment first",
+            )
         previous = recorded_job_name(deployment)
         if previous:
             job = describe_job(transport, previous)
             status = job["TrainingJobStatus"] if job else "gone"
             if status in RUNNING:
-                on_event(f"job {previous} of {spec.name} is still {status}: attaching to it instead of starting another"
-                         + (" (it keeps its own settings: this spec and --hp apply to the next run)"
-                            if hyperparameters or deployment.spec_digest != loaded.digest else ""))
+                on_event(
+                    f"job {previous} of {spec.name} is still {status}: attaching to it instead of starting another"
+                    + (
+                        " (it keeps its own settings: this spec and --hp apply to the next run)"
+                        if hyperparameters or deployment.spec_digest != loaded.digest
+                        else ""
+                    )
+                )
                 return StartedJob(spec.name, previous, attached=True)
             # A finished job can be neither stopped nor deleted: forget it so the executor does not try.
             state.remove_resource(spec.name, JOB_RESOURCE)
@@ -175,8 +202,9 @@ def start_training_job(loaded, *, transport: AwsTransport, state, hyperparameter
         uri = source_uri(spec, ctx)
         uploaded = upload_artifact(transport, source, uri, digest)
         on_event(f"{'uploaded' if uploaded else 'unchanged, not uploaded again:'} {source} -> {uri}")
-        Executor(transport, state, on_event=on_event).apply(spec.name, spec.region, "training", resources,
-                                                            spec_digest=loaded.digest, spec_json=spec.model_dump_json())
+        Executor(transport, state, on_event=on_event).apply(
+            spec.name, spec.region, "training", resources, spec_digest=loaded.digest, spec_json=spec.model_dump_json()
+        )
     return StartedJob(spec.name, job_name, attached=False, source_uri=uri, source_uploaded=uploaded)
 
 
@@ -191,12 +219,21 @@ def _transition_line(transition: dict) -> str:
 
 def spot_interruption_message(job: dict) -> str:
     checkpoints = job.get("CheckpointConfig", {}).get("S3Uri", "the checkpoint S3 URI")
-    return ("spot capacity interrupted the job; SageMaker restarts it and the script resumes from the last "
-            f"checkpoint in {checkpoints}")
+    return (
+        "spot capacity interrupted the job; SageMaker restarts it and the script resumes from the last "
+        f"checkpoint in {checkpoints}"
+    )
 
 
-def wait_for_job(transport: AwsTransport, job_name: str, *, delay_s: float, on_event: Callable[[str], None],
-                 on_status: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep) -> dict:
+def wait_for_job(
+    transport: AwsTransport,
+    job_name: str,
+    *,
+    delay_s: float,
+    on_event: Callable[[str], None],
+    on_status: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict:
     """Poll DescribeTrainingJob until the job ends: ``on_status`` hears the live status line, ``on_event`` each
     secondary-status transition once, spot interruptions explained and every host's new log lines. Returns the
     final DescribeTrainingJob."""
@@ -214,14 +251,18 @@ def wait_for_job(transport: AwsTransport, job_name: str, *, delay_s: float, on_e
             if not is_transient(exc) or misses >= MAX_MISSES:
                 raise
             misses += 1
-            on_event(f"lost contact with SageMaker ({exc.message}); the job runs on; retrying in "
-                     f"{delay_s:g} s ({misses}/{MAX_MISSES})")
+            on_event(
+                f"lost contact with SageMaker ({exc.message}); the job runs on; retrying in "
+                f"{delay_s:g} s ({misses}/{MAX_MISSES})"
+            )
             sleep(delay_s)
             continue
         misses = 0
         if job is None:
-            raise TrainingJobError(f"training job {job_name} does not exist in {transport.region}",
-                                   "check the region and the name (neurondeploy status)")
+            raise TrainingJobError(
+                f"training job {job_name} does not exist in {transport.region}",
+                "check the region and the name (neurondeploy status)",
+            )
         newly_interrupted = False
         for transition in job.get("SecondaryStatusTransitions", []):
             key = (transition.get("Status"), str(transition.get("StartTime")), transition.get("StatusMessage"))
@@ -248,7 +289,11 @@ def outcome_lines(job: dict) -> list[str]:
     lines = [f"{summary['job_name']}: {status} ({summary['secondary_status']})"]
     if summary["training_time_s"] is not None:
         billable = f", billable {summary['billable_time_s']} s" if summary["billable_time_s"] is not None else ""
-        savings = f" (managed spot saved {summary['spot_savings_pct']:.1f} %)" if summary["spot_savings_pct"] is not None else ""
+        savings = (
+            f" (managed spot saved {summary['spot_savings_pct']:.1f} %)"
+            if summary["spot_savings_pct"] is not None
+            else ""
+        )
         lines.append(f"training time {summary['training_time_s']} s{billable}{savings}")
     if status == "Failed":
         lines.append(f"failure reason: {summary['failure_reason'] or 'none given'}")
@@ -267,11 +312,15 @@ def _recorded(state, name: str):
     if deployment is None:
         raise TrainingJobError(f"no state for deployment {name}", f"known: {', '.join(state.names()) or 'none'}")
     if deployment.kind != "training":
-        raise TrainingJobError(f"{name} is an {deployment.kind} deployment, not a training one",
-                               f"neurondeploy destroy {name} removes endpoints")
+        raise TrainingJobError(
+            f"{name} is an {deployment.kind} deployment, not a training one",
+            f"neurondeploy destroy {name} removes endpoints",
+        )
     job_name = recorded_job_name(deployment)
     if job_name is None:
-        raise TrainingJobError(f"deployment {name} has no training job recorded", "start one with neurondeploy train SPEC")
+        raise TrainingJobError(
+            f"deployment {name} has no training job recorded", "start one with neurondeploy train SPEC"
+        )
     return deployment, job_name
 
 
@@ -289,8 +338,10 @@ def stop_training_job(state, name: str, *, wait_delay_s: float, on_event: Callab
     if job is None:
         raise TrainingJobError(f"training job {job_name} no longer exists in {deployment.region}", "nothing to stop")
     if job["TrainingJobStatus"] not in RUNNING:
-        raise TrainingJobError(f"training job {job_name} already finished ({job['TrainingJobStatus']}); there is nothing to stop",
-                               f"neurondeploy status {name} shows it")
+        raise TrainingJobError(
+            f"training job {job_name} already finished ({job['TrainingJobStatus']}); there is nothing to stop",
+            f"neurondeploy status {name} shows it",
+        )
     if job["TrainingJobStatus"] == "InProgress":
         try:
             transport.call("sagemaker", "StopTrainingJob", {"TrainingJobName": job_name})
@@ -307,8 +358,10 @@ def stop_training_job(state, name: str, *, wait_delay_s: float, on_event: Callab
         pass  # Failed is a waiter failure: the describe below says what happened
     job = describe_job(transport, job_name) or job
     if job["TrainingJobStatus"] in RUNNING:
-        raise TrainingJobError(f"training job {job_name} is still {job['TrainingJobStatus']} after waiting",
-                               f"neurondeploy status {name} shows when it has stopped")
+        raise TrainingJobError(
+            f"training job {job_name} is still {job['TrainingJobStatus']} after waiting",
+            f"neurondeploy status {name} shows when it has stopped",
+        )
     return StoppedJob(job, ended_before_stop=False)
 
 
@@ -326,8 +379,9 @@ class LogsRead:
     printed: int  # log events handed to on_line
 
 
-def read_training_logs(state, name: str, *, region: str | None, follow: bool, wait_delay_s: float,
-                       on_line: Callable[[str], None]) -> LogsRead:
+def read_training_logs(
+    state, name: str, *, region: str | None, follow: bool, wait_delay_s: float, on_line: Callable[[str], None]
+) -> LogsRead:
     """Every event of every host of deployment ``name``'s latest job (or of the job ``name`` in ``region`` when
     state does not know it), each to ``on_line``; ``follow`` keeps polling until the job ends."""
     if state.get(name) is not None:
@@ -336,8 +390,9 @@ def read_training_logs(state, name: str, *, region: str | None, follow: bool, wa
     elif region:
         job_name = name
     else:
-        raise TrainingJobError(f"no state for deployment {name}",
-                               "pass --region to read the logs of the training job of that name")
+        raise TrainingJobError(
+            f"no state for deployment {name}", "pass --region to read the logs of the training job of that name"
+        )
     transport = AwsTransport(region, wait_delay_s=wait_delay_s)
     job = describe_job(transport, job_name)
     if job is None:
@@ -357,8 +412,10 @@ def read_training_logs(state, name: str, *, region: str | None, follow: bool, wa
 
 
 def no_logs_line(read: LogsRead) -> str:
-    return (f"no log events for {read.job_name} in {LOG_GROUP} ({read.job['TrainingJobStatus']} / "
-            f"{read.job.get('SecondaryStatus')})")
+    return (
+        f"no log events for {read.job_name} in {LOG_GROUP} ({read.job['TrainingJobStatus']} / "
+        f"{read.job.get('SecondaryStatus')})"
+    )
 
 
 def training_job_status(deployment, wait_delay_s: int = 15) -> dict | None:

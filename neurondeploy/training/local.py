@@ -86,7 +86,9 @@ def script_arguments(hyperparameters: dict[str, object]) -> list[str]:
 
 def local_hyperparameters(loaded: LoadedSpec, layout: LocalLayout) -> dict[str, object]:
     """What the SageMaker job's script receives, minus the toolkit's own keys, with the scaled layout."""
-    decoded = {key: value for key, value in script_hyperparameters(loaded.spec).items() if not key.startswith("sagemaker_")}
+    decoded = {
+        key: value for key, value in script_hyperparameters(loaded.spec).items() if not key.startswith("sagemaker_")
+    }
     decoded["tensor_parallel_size"] = layout.tensor_parallel
     decoded["pipeline_parallel_size"] = layout.pipeline_parallel
     return decoded
@@ -96,18 +98,23 @@ def channel_dirs(loaded: LoadedSpec) -> dict[str, Path]:
     channels = {}
     for name, channel in loaded.spec.inputs.items():
         if not channel.local_path:
-            raise LocalTrainingError(f"input channel {name} has only s3_uri; --local reads channels from local directories",
-                                     f"set inputs.{name}.local_path (e.g. after `aws s3 sync {channel.s3_uri} data/{name}`)")
+            raise LocalTrainingError(
+                f"input channel {name} has only s3_uri; --local reads channels from local directories",
+                f"set inputs.{name}.local_path (e.g. after `aws s3 sync {channel.s3_uri} data/{name}`)",
+            )
         directory = (loaded.base_dir / channel.local_path).resolve()
         if not directory.is_dir():
-            raise LocalTrainingError(f"inputs.{name}.local_path {directory} is not a directory",
-                                     f"create it or point inputs.{name}.local_path at the channel's data")
+            raise LocalTrainingError(
+                f"inputs.{name}.local_path {directory} is not a directory",
+                f"create it or point inputs.{name}.local_path at the channel's data",
+            )
         channels[name] = directory
     return channels
 
 
-def sagemaker_environment(loaded: LoadedSpec, *, work_dir: Path, processes: int, hyperparameters: dict[str, object],
-                          channels: dict[str, Path]) -> dict[str, str]:
+def sagemaker_environment(
+    loaded: LoadedSpec, *, work_dir: Path, processes: int, hyperparameters: dict[str, object], channels: dict[str, Path]
+) -> dict[str, str]:
     """The variables SageMaker's training toolkit sets (the ones scripts read), pointing at local directories."""
     spec = loaded.spec
     model_dir, output_dir = work_dir / "model", work_dir / "output"
@@ -125,10 +132,19 @@ def sagemaker_environment(loaded: LoadedSpec, *, work_dir: Path, processes: int,
         "SM_NUM_GPUS": "0",
         "SM_NUM_NEURONS": str(processes),  # the local processes stand in for NeuronCores
         "SM_MODULE_NAME": Path(spec.entry_point).stem,
-        "SM_TRAINING_ENV": json.dumps({"job_name": f"{spec.name}-local", "hosts": [HOST], "current_host": HOST,
-                                       "hyperparameters": hyperparameters, "channel_input_dirs": {k: str(v) for k, v in channels.items()},
-                                       "model_dir": str(model_dir), "output_data_dir": str(output_dir / "data"),
-                                       "num_neurons": processes, "is_master": True}),
+        "SM_TRAINING_ENV": json.dumps(
+            {
+                "job_name": f"{spec.name}-local",
+                "hosts": [HOST],
+                "current_host": HOST,
+                "hyperparameters": hyperparameters,
+                "channel_input_dirs": {k: str(v) for k, v in channels.items()},
+                "model_dir": str(model_dir),
+                "output_data_dir": str(output_dir / "data"),
+                "num_neurons": processes,
+                "is_master": True,
+            }
+        ),
     }
     for name, directory in channels.items():
         env[f"SM_CHANNEL_{name.upper()}"] = str(directory)
@@ -142,15 +158,17 @@ def sagemaker_environment(loaded: LoadedSpec, *, work_dir: Path, processes: int,
 
 def completed_checkpoints(directory: Path) -> list[Path]:
     found = [p for p in directory.glob(f"{CHECKPOINT_PREFIX}*") if (p / COMPLETE_MARKER).is_file()]
-    return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX):]))
+    return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]))
 
 
 def _torchrun_available() -> None:
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
-        raise LocalTrainingError("torch is not installed in this environment; --local runs the script with torchrun",
-                                 "pip install torch==2.13.0 (CPU build), or pip install 'neurondeploy[torch]'")
+        raise LocalTrainingError(
+            "torch is not installed in this environment; --local runs the script with torchrun",
+            "pip install torch==2.13.0 (CPU build), or pip install 'neurondeploy[torch]'",
+        )
 
 
 def _child_setup() -> None:
@@ -178,9 +196,14 @@ def _kill_if_running(process: subprocess.Popen) -> None:
         process.kill()
 
 
-def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work_dir: Path | None = None,
-                       hyperparameters: dict[str, object] | None = None,
-                       on_event: Callable[[str], None] | None = None) -> LocalTrainingResult:
+def run_local_training(
+    loaded: LoadedSpec,
+    *,
+    processes: int | None = None,
+    work_dir: Path | None = None,
+    hyperparameters: dict[str, object] | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> LocalTrainingResult:
     """The spec's entry script under torchrun here; ``on_event`` hears what happens (default: stderr)."""
     loaded = with_overrides(loaded, hyperparameters or {})
     spec = loaded.spec
@@ -195,24 +218,49 @@ def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work
         for sub in ("model", "output/data", "checkpoints", "input"):
             (work_dir / sub).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise LocalTrainingError(f"work dir {work_dir}: {exc.strerror}: {exc.filename}",
-                                 "pass --work-dir a directory you can write (it is created if missing)") from None
+        raise LocalTrainingError(
+            f"work dir {work_dir}: {exc.strerror}: {exc.filename}",
+            "pass --work-dir a directory you can write (it is created if missing)",
+        ) from None
     dist = spec.distribution
     layout = local_layout(dist.tensor_parallel, dist.pipeline_parallel, processes)
     hps = local_hyperparameters(loaded, layout)
-    env = {**os.environ, **sagemaker_environment(loaded, work_dir=work_dir, processes=processes, hyperparameters=hps,
-                                                 channels=channels),
-           "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes)), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        **sagemaker_environment(loaded, work_dir=work_dir, processes=processes, hyperparameters=hps, channels=channels),
+        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes)),
+        "PYTHONUNBUFFERED": "1",
+    }
     say = on_event or (lambda message: print(message, file=sys.stderr))
-    say(f"{spec.name}: spec layout TP={dist.tensor_parallel} PP={dist.pipeline_parallel} on "
-        f"{spec.instance_count} × {spec.instance_type}; locally {processes} processes: {layout.describe()} (gloo, CPU)")
+    say(
+        f"{spec.name}: spec layout TP={dist.tensor_parallel} PP={dist.pipeline_parallel} on "
+        f"{spec.instance_count} × {spec.instance_type}; locally {processes} processes: {layout.describe()} (gloo, CPU)"
+    )
     say(f"work dir {work_dir} (checkpoints/ stands in for {spec.checkpoint.s3_uri or 'the checkpoint location'})")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
-               "--max_restarts", "0", str(script), *script_arguments(hps)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(processes),
+        "--max_restarts",
+        "0",
+        str(script),
+        *script_arguments(hps),
+    ]
     result = LocalTrainingResult(exit_code=0, work_dir=work_dir, processes=processes, layout=layout)
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=script.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, start_new_session=True, preexec_fn=_child_setup)
+    process = subprocess.Popen(
+        command,
+        cwd=script.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_child_setup,
+    )
     interrupted = False
     agent = TorchrunAgentOutput()
     try:
@@ -228,8 +276,10 @@ def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work
                     process.kill()
                     continue
                 interrupted = agent.stopping = True
-                say("stopping: the script finishes its step and checkpoints (Ctrl-C again kills it); "
-                    "run the same command again to resume")
+                say(
+                    "stopping: the script finishes its step and checkpoints (Ctrl-C again kills it); "
+                    "run the same command again to resume"
+                )
                 deadline = threading.Timer(STOP_GRACE_S, _kill_if_running, (process,))
                 deadline.daemon = True  # must not keep us alive once torchrun has exited
                 deadline.start()
@@ -242,8 +292,10 @@ def run_local_training(loaded: LoadedSpec, *, processes: int | None = None, work
     result.checkpoints = [str(p) for p in completed_checkpoints(work_dir / "checkpoints")]
     if result.exit_code not in (0, 130):
         code = agent.worker_exit if agent.worker_exit is not None else result.exit_code
-        raise LocalTrainingError(f"the training script exited with {code} (its output is above)",
-                                 "fix the script or spec; completed checkpoints are kept and the next run resumes from them")
+        raise LocalTrainingError(
+            f"the training script exited with {code} (its output is above)",
+            "fix the script or spec; completed checkpoints are kept and the next run resumes from them",
+        )
     return result
 
 

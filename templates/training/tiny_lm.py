@@ -32,8 +32,10 @@ class TinyLMConfig:
         """The split must be even: heads and MLP columns over TP ranks, layers over pipeline stages."""
         problems = []
         if self.heads % tensor_parallel or self.intermediate_size % tensor_parallel:
-            problems.append(f"heads {self.heads} and intermediate_size {self.intermediate_size} must divide by "
-                            f"tensor_parallel_size {tensor_parallel}")
+            problems.append(
+                f"heads {self.heads} and intermediate_size {self.intermediate_size} must divide by "
+                f"tensor_parallel_size {tensor_parallel}"
+            )
         if self.layers < pipeline_parallel:
             problems.append(f"layers {self.layers} must be at least pipeline_parallel_size {pipeline_parallel}")
         if problems:
@@ -52,8 +54,10 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
         # -1 heads: under tensor parallelism each rank holds heads / TP of them.
-        q, k, v = (proj(x).view(batch, length, -1, self.head_dim).transpose(1, 2)
-                   for proj in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (
+            proj(x).view(batch, length, -1, self.head_dim).transpose(1, 2)
+            for proj in (self.q_proj, self.k_proj, self.v_proj)
+        )
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.o_proj(y.transpose(1, 2).reshape(batch, length, -1))
 

@@ -80,7 +80,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--precision", choices=["fp32", "bf16-autocast", "bf16-stochastic-rounding"], default="fp32")
     add("--gradient_checkpointing", type=parse_bool, default=False)
     add("--checkpoint_every_steps", type=int, default=50)
-    add("--device", choices=["auto", "cpu", "xla"], default="auto", help="auto: xla when torch-xla and a Neuron device exist")
+    add(
+        "--device",
+        choices=["auto", "cpu", "xla"],
+        default="auto",
+        help="auto: xla when torch-xla and a Neuron device exist",
+    )
     args, unknown = parser.parse_known_args(argv)
     if unknown and int(os.environ.get("RANK", "0")) == 0:
         print(f"ignoring hyperparameters this script does not read: {' '.join(unknown)}", flush=True)
@@ -122,14 +127,18 @@ def setup_runtime(args: argparse.Namespace) -> Runtime:
     rank = int(os.environ.get("RANK", "0"))
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     if world % (tp * pp):
-        raise SystemExit(f"error: {world} processes cannot hold tensor_parallel_size {tp} × pipeline_parallel_size {pp}; "
-                         "the processes must be a multiple of TP × PP")
+        raise SystemExit(
+            f"error: {world} processes cannot hold tensor_parallel_size {tp} × pipeline_parallel_size {pp}; "
+            "the processes must be a multiple of TP × PP"
+        )
     dp = world // (tp * pp)
     xla = args.device == "xla" or (args.device == "auto" and neuron_device_present())
     if xla:
         if tp > 1 or pp > 1:
-            raise SystemExit("error: this reference script does data parallel only on Neuron; tensor/pipeline parallel "
-                             "on Trainium needs NxD Training (neuronx_distributed), see its Llama examples")
+            raise SystemExit(
+                "error: this reference script does data parallel only on Neuron; tensor/pipeline parallel "
+                "on Trainium needs NxD Training (neuronx_distributed), see its Llama examples"
+            )
         import torch_xla.core.xla_model as xm
         import torch_xla.distributed.xla_backend  # noqa: F401  registers the "xla" process group backend
 
@@ -143,7 +152,9 @@ def setup_runtime(args: argparse.Namespace) -> Runtime:
         from torch.distributed.device_mesh import init_device_mesh
 
         runtime.mesh = init_device_mesh("cpu", (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))
-        runtime.pp_rank, runtime.dp_rank, runtime.tp_rank = (runtime.mesh[d].get_local_rank() for d in ("pp", "dp", "tp"))
+        runtime.pp_rank, runtime.dp_rank, runtime.tp_rank = (
+            runtime.mesh[d].get_local_rank() for d in ("pp", "dp", "tp")
+        )
     return runtime
 
 
@@ -166,7 +177,7 @@ def global_batch(corpus: torch.Tensor, step: int, args: argparse.Namespace) -> t
     if corpus.numel() <= length + 1:
         raise SystemExit(f"error: the corpus ({corpus.numel()} bytes) is shorter than sequence_length {length}")
     starts = torch.randint(0, corpus.numel() - length - 1, (args.global_batch_size,), generator=generator)
-    windows = torch.stack([corpus[s: s + length + 1] for s in starts.tolist()])
+    windows = torch.stack([corpus[s : s + length + 1] for s in starts.tolist()])
     return windows[:, :-1], windows[:, 1:]
 
 
@@ -174,14 +185,21 @@ def global_batch(corpus: torch.Tensor, step: int, args: argparse.Namespace) -> t
 
 
 def build(args: argparse.Namespace, rt: Runtime):
-    config = TinyLMConfig(hidden_size=args.hidden_size, layers=args.layers, heads=args.heads,
-                          intermediate_size=args.intermediate_size, max_positions=max(256, args.sequence_length))
+    config = TinyLMConfig(
+        hidden_size=args.hidden_size,
+        layers=args.layers,
+        heads=args.heads,
+        intermediate_size=args.intermediate_size,
+        max_positions=max(256, args.sequence_length),
+    )
     config.check_layout(rt.tp, rt.pp)
     local_batch = args.global_batch_size // rt.dp
     microbatches = int(os.environ.get("NEURONDEPLOY_MICROBATCHES", "1")) if rt.pp > 1 else 1
     if args.global_batch_size % rt.dp or local_batch % microbatches:
-        raise SystemExit(f"error: global_batch_size {args.global_batch_size} must split into {rt.dp} data-parallel "
-                         f"ranks × {microbatches} micro-batches; change global_batch_size or microbatches")
+        raise SystemExit(
+            f"error: global_batch_size {args.global_batch_size} must split into {rt.dp} data-parallel "
+            f"ranks × {microbatches} micro-batches; change global_batch_size or microbatches"
+        )
     torch.manual_seed(args.seed)  # every rank builds the same full model, then keeps its part
     model = TinyLM(config)
     model.gradient_checkpointing = args.gradient_checkpointing
@@ -202,8 +220,9 @@ def build(args: argparse.Namespace, rt: Runtime):
     if args.zero1 and pure_data_parallel:
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
-        optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW,
-                                            lr=args.learning_rate, weight_decay=args.weight_decay)
+        optimizer = ZeroRedundancyOptimizer(
+            model.parameters(), optimizer_class=torch.optim.AdamW, lr=args.learning_rate, weight_decay=args.weight_decay
+        )
     else:
         if args.zero1 and rt.is_logger:
             print("zero1: applies to pure data parallel in this script; ignored for this layout", flush=True)
@@ -299,7 +318,7 @@ def checkpoint_root() -> Path:
 
 def latest_checkpoint(root: Path) -> Path | None:
     complete = [p for p in root.glob(f"{CHECKPOINT_PREFIX}*") if (p / COMPLETE_MARKER).is_file()]
-    return max(complete, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX):]), default=None)
+    return max(complete, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]), default=None)
 
 
 def barrier(rt: Runtime) -> None:
@@ -352,7 +371,9 @@ def save_checkpoint(step: int, args, rt: Runtime, model, optimizer) -> Path:
     barrier(rt)
     if rt.is_logger:
         layout = {"tensor_parallel": rt.tp, "pipeline_parallel": rt.pp, "data_parallel": rt.dp}
-        (partial / COMPLETE_MARKER).write_text(json.dumps({"step": step, "layout": layout, "precision": args.precision}))
+        (partial / COMPLETE_MARKER).write_text(
+            json.dumps({"step": step, "layout": layout, "precision": args.precision})
+        )
         partial.rename(final)
         for old in sorted(root.glob(f"{CHECKPOINT_PREFIX}*"))[: -args.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
@@ -368,7 +389,12 @@ def load_checkpoint(path: Path, rt: Runtime, model, optimizer) -> int:
         optimizer.load_state_dict(state["optimizer"])
         return meta["step"]
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict, set_model_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_state_dict,
+        set_model_state_dict,
+        set_state_dict,
+    )
 
     flat = flat_options()
 
@@ -381,7 +407,9 @@ def load_checkpoint(path: Path, rt: Runtime, model, optimizer) -> int:
         model_state, optimizer_state = get_state_dict(model, optimizer, options=flat)
         state = {"model": model_state, "optimizer": optimizer_state}
         dcp.load(state, checkpoint_id=str(path))
-        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=flat)
+        set_state_dict(
+            model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=flat
+        )
     return meta["step"]
 
 
@@ -449,9 +477,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"resumed from checkpoint step {start} ({latest})", flush=True)
     if rt.is_logger:
         params = sum(p.numel() for p in model.parameters())
-        print(f"training {params:,} parameters on {rt.world} processes ({'xla' if rt.xla else 'cpu'}): "
-              f"TP={rt.tp} PP={rt.pp} DP={rt.dp}, {args.precision}, gradient checkpointing "
-              f"{'on' if args.gradient_checkpointing else 'off'}, steps {start}..{args.max_steps}", flush=True)
+        print(
+            f"training {params:,} parameters on {rt.world} processes ({'xla' if rt.xla else 'cpu'}): "
+            f"TP={rt.tp} PP={rt.pp} DP={rt.dp}, {args.precision}, gradient checkpointing "
+            f"{'on' if args.gradient_checkpointing else 'off'}, steps {start}..{args.max_steps}",
+            flush=True,
+        )
     metrics_path = Path(os.environ.get("SM_OUTPUT_DATA_DIR", "output")) / "metrics.jsonl"
     if rt.is_logger:
         metrics_path.parent.mkdir(parents=True, exist_ok=True)
@@ -486,8 +517,11 @@ def main(argv: list[str] | None = None) -> int:
             seconds = time.perf_counter() - began
             if rt.is_logger:
                 tokens = args.global_batch_size * args.sequence_length
-                print(f"step {step}/{args.max_steps} loss {loss:.4f} {seconds * 1000:.1f} ms/step "
-                      f"{tokens / seconds:,.0f} tokens/s", flush=True)
+                print(
+                    f"step {step}/{args.max_steps} loss {loss:.4f} {seconds * 1000:.1f} ms/step "
+                    f"{tokens / seconds:,.0f} tokens/s",
+                    flush=True,
+                )
                 record = {"step": step, "loss": loss, "step_seconds": seconds, "grad_norm": float(grad_norm)}
                 with metrics_path.open("a") as handle:
                     handle.write(json.dumps(record) + "\n")

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
 from neurondeploy.compiler.cache import CompileCache
-from neurondeploy.errors import NeurondeployError
 from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.executor import ApplyFailed, Executor
 from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.sweep import find_leftovers
-from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
+from neurondeploy.errors import NeurondeployError
 from neurondeploy.specs import parse_spec
 
 pytestmark = pytest.mark.integration
@@ -37,17 +37,27 @@ def artifact(tmp_path_factory):
     root = tmp_path_factory.mktemp("artifact")
     sys.path.insert(0, str(FIXTURES))
     try:
-        text = ("kind: inference\nname: tiny\ntask: feature-extraction\nmodel: {factory: 'tiny_models:text_encoder', dtype: float32}\n"
-                "compile: {batch_sizes: [1], sequence_lengths: [8]}\n")
-        return compile_spec(parse_spec(text, path=root / "s.yaml"), backend="cpu", cache=CompileCache(root=root / "cache"),
-                            out_dir=root / "artifact").artifact_dir
+        text = (
+            "kind: inference\nname: tiny\ntask: feature-extraction\nmodel: {factory: 'tiny_models:text_encoder', dtype: float32}\n"
+            "compile: {batch_sizes: [1], sequence_lengths: [8]}\n"
+        )
+        return compile_spec(
+            parse_spec(text, path=root / "s.yaml"),
+            backend="cpu",
+            cache=CompileCache(root=root / "cache"),
+            out_dir=root / "artifact",
+        ).artifact_dir
     finally:
         sys.path.remove(str(FIXTURES))
 
 
 def zone_and_spec(aws, tmp_path, reference: str = "test"):
     """A new hosted zone for example.com and the template pointed at it."""
-    zone = aws.client("route53").create_hosted_zone(Name="example.com", CallerReference=reference)["HostedZone"]["Id"].split("/")[-1]
+    zone = (
+        aws.client("route53")
+        .create_hosted_zone(Name="example.com", CallerReference=reference)["HostedZone"]["Id"]
+        .split("/")[-1]
+    )
     spec_path = tmp_path / f"minilm-ec2-alb-{reference}.yaml"
     spec_path.write_text(TEMPLATE.read_text().replace("Z0123456789ABCDEFGHIJ", zone))
     return parse_spec(spec_path.read_text(), file=str(spec_path), path=spec_path), zone
@@ -76,7 +86,9 @@ class FaultyTransport(AwsTransport):
                 self.mutating_seen += 1
                 failing = self.mutating_seen == self.fail_at
             if failing:
-                raise AwsCallError(f"{service}:{operation}: InjectedFault: failure number {self.fail_at}", code="InjectedFault")
+                raise AwsCallError(
+                    f"{service}:{operation}: InjectedFault: failure number {self.fail_at}", code="InjectedFault"
+                )
         return super().call(service, operation, params)
 
 
@@ -94,7 +106,10 @@ def tagged(t: AwsTransport, zone: str) -> list:
 
 
 def record_sets(aws, zone):
-    return {(r["Name"], r["Type"]) for r in aws.client("route53").list_resource_record_sets(HostedZoneId=zone)["ResourceRecordSets"]}
+    return {
+        (r["Name"], r["Type"])
+        for r in aws.client("route53").list_resource_record_sets(HostedZoneId=zone)["ResourceRecordSets"]
+    }
 
 
 def test_apply_creates_everything_reapply_sends_nothing_destroy_leaves_nothing(world, artifact, tmp_path, aws):
@@ -106,21 +121,31 @@ def test_apply_creates_everything_reapply_sends_nothing_destroy_leaves_nothing(w
     assert set(result.created) == set(recorded.resources)
     elbv2 = aws.client("elbv2")
     alb = elbv2.describe_load_balancers(Names=[f"{NAME}-alb"])["LoadBalancers"][0]
-    listeners = {l["Port"]: l for l in elbv2.describe_listeners(LoadBalancerArn=alb["LoadBalancerArn"])["Listeners"]}
+    listeners = {
+        item["Port"]: item for item in elbv2.describe_listeners(LoadBalancerArn=alb["LoadBalancerArn"])["Listeners"]
+    }
     assert listeners[443]["Protocol"] == "HTTPS" and listeners[443]["Certificates"]
     assert listeners[80]["DefaultActions"][0]["Type"] == "redirect"
     group = elbv2.describe_target_groups(Names=[f"{NAME}-tg"])["TargetGroups"][0]
     assert group["HealthCheckPath"] == "/ping"
-    certificate = aws.client("acm").describe_certificate(CertificateArn=listeners[443]["Certificates"][0]["CertificateArn"])
+    certificate = aws.client("acm").describe_certificate(
+        CertificateArn=listeners[443]["Certificates"][0]["CertificateArn"]
+    )
     assert certificate["Certificate"]["Status"] == "ISSUED"
     names = record_sets(aws, zone)
     assert ("embed.example.com.", "A") in names and ("_neurondeploy.embed.example.com.", "TXT") in names
-    asg = aws.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[f"{NAME}-asg"])["AutoScalingGroups"][0]
+    asg = aws.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[f"{NAME}-asg"])[
+        "AutoScalingGroups"
+    ][0]
     assert (asg["MinSize"], asg["MaxSize"]) == (2, 6) and group["TargetGroupArn"] in asg["TargetGroupARNs"]
-    assert aws.client("s3").head_object(Bucket="neurondeploy-123456789012-us-east-1", Key=f"{NAME}/artifact/model.tar.gz")
+    assert aws.client("s3").head_object(
+        Bucket="neurondeploy-123456789012-us-east-1", Key=f"{NAME}/artifact/model.tar.gz"
+    )
     from neurondeploy.serving.client import resolve_target
 
-    assert resolve_target(NAME, str(tmp_path / "state.db")).address == "https://embed.example.com"  # `invoke minilm-web`
+    assert (
+        resolve_target(NAME, str(tmp_path / "state.db")).address == "https://embed.example.com"
+    )  # `invoke minilm-web`
 
     again, second = apply_once(loaded, state, artifact)
     print(f"fresh apply: {len(first.mutating_calls())} mutating calls; re-apply: {len(second.mutating_calls())}")
@@ -140,7 +165,9 @@ def test_destroy_deletes_dependents_before_what_they_depend_on(world, artifact, 
     apply_once(loaded, state, artifact)
     recorded = state.get(NAME)
     order: list[str] = []
-    executor = Executor(transport(), state, on_event=lambda m: order.append(m.split()[1]) if m.startswith("deleting") else None)
+    executor = Executor(
+        transport(), state, on_event=lambda m: order.append(m.split()[1]) if m.startswith("deleting") else None
+    )
     executor.destroy_recorded(NAME)
     position = {name: index for index, name in enumerate(order)}
     assert set(position) == {n for n, r in recorded.resources.items() if r.completed}
@@ -165,7 +192,9 @@ def test_failing_any_mutating_call_then_reapplying_converges_and_destroy_leaves_
     reference_state = StateStore(tmp_path / "reference.db")
     _, fresh = apply_once(loaded, reference_state, artifact)
     expected = count_resources(transport(), zone)
-    expected_records = {name for name in record_sets(aws, zone) if not name[0].startswith("_") or "neurondeploy" in name[0]}
+    expected_records = {
+        name for name in record_sets(aws, zone) if not name[0].startswith("_") or "neurondeploy" in name[0]
+    }
     t = transport()
     destroy(NAME, Executor(t, reference_state), t, reference_state)
     bucket, key = "neurondeploy-123456789012-us-east-1", f"{NAME}/artifact/model.tar.gz"
@@ -181,7 +210,9 @@ def test_failing_any_mutating_call_then_reapplying_converges_and_destroy_leaves_
             apply_once(loaded, state, artifact, t=FaultyTransport("us-east-1", k))
         apply_once(loaded, state, artifact)
         assert count_resources(transport(), zone) == expected, f"k={k}"
-        assert {n for n in record_sets(aws, zone) if not n[0].startswith("_") or "neurondeploy" in n[0]} == expected_records, f"k={k}"
+        assert {
+            n for n in record_sets(aws, zone) if not n[0].startswith("_") or "neurondeploy" in n[0]
+        } == expected_records, f"k={k}"
         t = transport()
         report = destroy(NAME, Executor(t, state), t, state)
         assert report.remaining == [] and tagged(transport(), zone) == [], f"k={k} leaked {report.remaining}"
@@ -200,13 +231,30 @@ def test_rollback_deletes_what_the_failed_apply_created(world, artifact, tmp_pat
 def test_an_apply_while_another_holds_the_deployment_is_refused_and_state_stays_consistent(world, artifact, tmp_path):
     loaded, _ = world
     state_file = tmp_path / "state.db"
-    command = [sys.executable, "-m", "neurondeploy.cli", "apply", loaded.source.file, "--artifact", str(artifact),
-               "--ami-ssm-parameter", AMI_PARAMETER, "--state", str(state_file), "--wait-delay-s", "1", "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "neurondeploy.cli",
+        "apply",
+        loaded.source.file,
+        "--artifact",
+        str(artifact),
+        "--ami-ssm-parameter",
+        AMI_PARAMETER,
+        "--state",
+        str(state_file),
+        "--wait-delay-s",
+        "1",
+        "--json",
+    ]
     state = StateStore(state_file)
     with state.lock(NAME, "us-east-1", "inference"):  # this process is the apply that runs
         refused = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
         assert refused.returncode == 5
-        assert f"deployment {NAME} is being changed by pid {os.getpid()}" in refused.stderr and "Traceback" not in refused.stderr
+        assert (
+            f"deployment {NAME} is being changed by pid {os.getpid()}" in refused.stderr
+            and "Traceback" not in refused.stderr
+        )
         assert state.get(NAME).resources == {}  # the refused apply touched nothing
     first = subprocess.run(command, capture_output=True, text=True, check=True)
     assert json.loads(first.stdout)["mutating_calls"] > 30
@@ -224,8 +272,10 @@ def test_drift_reports_what_changed_outside_the_tool_from_state_alone(world, art
     assert drift(NAME, transport(), state) == []
     aws.client("autoscaling").update_auto_scaling_group(AutoScalingGroupName=f"{NAME}-asg", MaxSize=9)
     group_id = state.get(NAME).resources["sg-instances"].outputs["GroupId"]
-    aws.client("ec2").authorize_security_group_ingress(GroupId=group_id, IpPermissions=[
-        {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}])
+    aws.client("ec2").authorize_security_group_ingress(
+        GroupId=group_id,
+        IpPermissions=[{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}],
+    )
     items = drift(NAME, transport(), state)
     assert {(item.resource, item.kind) for item in items} == {("asg", "changed"), ("sg-instances", "changed")}, items
     assert any("MaxSize" in item.detail or "max" in item.detail.lower() for item in items if item.resource == "asg")

@@ -16,8 +16,16 @@ from neurondeploy.compiler.cache import CacheWarning, CompileCache, cache_key
 
 pytestmark = pytest.mark.integration
 
-KEY = cache_key({"model_digest": "sha256:" + "12" * 32, "bucket": {"input_ids": [4, 128]}, "compiler_args": ["-O2"],
-                 "backend": "cpu", "target": "inf2", "compiler_version": "test"})
+KEY = cache_key(
+    {
+        "model_digest": "sha256:" + "12" * 32,
+        "bucket": {"input_ids": [4, 128]},
+        "compiler_args": ["-O2"],
+        "backend": "cpu",
+        "target": "inf2",
+        "compiler_version": "test",
+    }
+)
 PAYLOAD = b"deterministic compiled module " * 300
 
 # A worker process: waits at a file barrier so all workers call get_or_build at the same moment, then prints
@@ -51,8 +59,9 @@ WORKER = textwrap.dedent("""
 
 
 def spawn(script: Path, *args: object) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def wait_for(path: Path, timeout_s: float = 20) -> None:
@@ -108,6 +117,7 @@ def test_compile_killed_half_way_leaves_no_entry_and_no_lock(tmp_path, worker_sc
 
     cache = CompileCache(root, lock_timeout_s=5)  # the lock died with its holder: no 5 s wait, no error
     assert cache.get(KEY) is None
+
     def rebuild(directory: Path) -> dict:
         (directory / "model.pt").write_bytes(PAYLOAD)
         return {"rebuilt": True}
@@ -222,8 +232,13 @@ UPLOADER = textwrap.dedent("""
 def test_interrupted_upload_is_not_an_entry(tmp_path, s3):
     script = tmp_path / "uploader.py"
     script.write_text(UPLOADER)
-    proc = subprocess.run([sys.executable, str(script), tmp_path / "up", KEY, BUCKET, PREFIX],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(script), tmp_path / "up", KEY, BUCKET, PREFIX],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert s3_keys(s3) == [f"{PREFIX}/{KEY}/model.pt"]  # files first, record never written
 

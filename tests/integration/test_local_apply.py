@@ -20,14 +20,43 @@ def test_apply_local_serves_the_template_until_ctrl_c(tmp_path):
     from integration.test_serving import free_port
 
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "neurondeploy.cli", "apply", "templates/minilm-local.yaml", "--local",
-                                "--port", str(port), "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "artifact")],
-                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "neurondeploy.cli",
+            "apply",
+            "templates/minilm-local.yaml",
+            "--local",
+            "--port",
+            str(port),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--out",
+            str(tmp_path / "artifact"),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = process.stdout.readline()  # blocks until ready (or the process dies)
         assert line.strip() == f"ready http://127.0.0.1:{port}", process.stderr.read()
-        result = subprocess.run([sys.executable, "-m", "neurondeploy.cli", "invoke", f"http://127.0.0.1:{port}",
-                                 "--data", '{"inputs": ["hello", "world"]}'], capture_output=True, text=True, check=True)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "neurondeploy.cli",
+                "invoke",
+                f"http://127.0.0.1:{port}",
+                "--data",
+                '{"inputs": ["hello", "world"]}',
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         answer = json.loads(result.stdout)
         assert len(answer) == 2 and len(answer[0]) == 384
         process.send_signal(signal.SIGINT)
@@ -47,16 +76,34 @@ def test_apply_local_refuses_a_busy_port_in_one_line(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = subprocess.run([sys.executable, "-m", "neurondeploy.cli", "apply", "templates/minilm-local.yaml", "--local",
-                                 "--port", str(port), "--cache-dir", str(tmp_path / "cache")],
-                                cwd=REPO, capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "neurondeploy.cli",
+                "apply",
+                "templates/minilm-local.yaml",
+                "--local",
+                "--port",
+                str(port),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert result.returncode == 2
     assert f"port {port} on 127.0.0.1 is in use" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_invoke_targets_resolve_from_urls_endpoints_and_specs(tmp_path):
     assert resolve_target("http://127.0.0.1:9/").address == "http://127.0.0.1:9"
-    assert (resolve_target("sagemaker:my-endpoint").kind, resolve_target("sagemaker:my-endpoint").address) == ("sagemaker", "my-endpoint")
+    assert (resolve_target("sagemaker:my-endpoint").kind, resolve_target("sagemaker:my-endpoint").address) == (
+        "sagemaker",
+        "my-endpoint",
+    )
     spec = resolve_target(str(REPO / "templates" / "minilm-sagemaker.yaml"))
     assert (spec.kind, spec.address, spec.region) == ("sagemaker", "minilm-embed", "us-east-1")
     assert resolve_target(str(REPO / "templates" / "minilm-ec2-alb.yaml")).address == "https://embed.example.com"
@@ -74,7 +121,12 @@ def test_invoke_a_sagemaker_endpoint_through_sagemaker_runtime(aws):
     import requests
 
     # moto answers InvokeEndpoint with results queued through its API; ours must send and parse them.
-    queued = {"account_id": "123456789012", "region": "us-east-1",
-              "results": [{"Body": json.dumps([[0.1, 0.2]]), "ContentType": "application/json"}]}
-    requests.post(f"{aws.endpoint_url}/moto-api/static/sagemaker/endpoint-results", json=queued, timeout=10).raise_for_status()
+    queued = {
+        "account_id": "123456789012",
+        "region": "us-east-1",
+        "results": [{"Body": json.dumps([[0.1, 0.2]]), "ContentType": "application/json"}],
+    }
+    requests.post(
+        f"{aws.endpoint_url}/moto-api/static/sagemaker/endpoint-results", json=queued, timeout=10
+    ).raise_for_status()
     assert invoke("sagemaker:minilm-embed", b'{"inputs": ["x"]}', region="us-east-1") == [[0.1, 0.2]]

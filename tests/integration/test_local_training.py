@@ -49,16 +49,22 @@ def losses_of(tmp_path: Path, name: str, processes: int, **distribution) -> dict
 @pytest.fixture(scope="module")
 def single_process(tmp_path_factory) -> dict[str, dict[int, float]]:
     tmp_path = tmp_path_factory.mktemp("single")
-    return {precision: losses_of(tmp_path, f"single-{precision}", 1, precision=precision)
-            for precision in ("fp32", "bf16-autocast")}
+    return {
+        precision: losses_of(tmp_path, f"single-{precision}", 1, precision=precision)
+        for precision in ("fp32", "bf16-autocast")
+    }
 
 
-@pytest.mark.parametrize(("distribution", "precision", "tolerance"), [
-    ({"tensor_parallel": 2}, "fp32", 1e-4),
-    ({"pipeline_parallel": 2, "microbatches": 2}, "fp32", 1e-4),
-    ({"tensor_parallel": 2}, "bf16-autocast", 3e-2),  # bf16 matmuls summed in another order
-    ({"pipeline_parallel": 2, "microbatches": 4}, "bf16-autocast", 3e-2),
-], ids=["tp2-fp32", "pp2-fp32", "tp2-bf16", "pp2-bf16"])
+@pytest.mark.parametrize(
+    ("distribution", "precision", "tolerance"),
+    [
+        ({"tensor_parallel": 2}, "fp32", 1e-4),
+        ({"pipeline_parallel": 2, "microbatches": 2}, "fp32", 1e-4),
+        ({"tensor_parallel": 2}, "bf16-autocast", 3e-2),  # bf16 matmuls summed in another order
+        ({"pipeline_parallel": 2, "microbatches": 4}, "bf16-autocast", 3e-2),
+    ],
+    ids=["tp2-fp32", "pp2-fp32", "tp2-bf16", "pp2-bf16"],
+)
 def test_tensor_and_pipeline_parallel_match_one_process(tmp_path, single_process, distribution, precision, tolerance):
     losses = losses_of(tmp_path, "parallel", 2, precision=precision, **distribution)
     reference = single_process[precision]
@@ -69,8 +75,14 @@ def test_tensor_and_pipeline_parallel_match_one_process(tmp_path, single_process
 
 
 def _cli(*args: str, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "neurondeploy.cli", "train", str(TEMPLATE), "--local", *args],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "neurondeploy.cli", "train", str(TEMPLATE), "--local", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
 
 
 def _finish(process: subprocess.Popen, timeout: float = 240) -> tuple[dict, str]:
@@ -80,7 +92,9 @@ def _finish(process: subprocess.Popen, timeout: float = 240) -> tuple[dict, str]
 
 
 def _checkpoints(work: Path) -> list[int]:
-    return sorted(int(p.name.split("_")[1]) for p in (work / "checkpoints").glob("step_*") if (p / "trainer.json").exists())
+    return sorted(
+        int(p.name.split("_")[1]) for p in (work / "checkpoints").glob("step_*") if (p / "trainer.json").exists()
+    )
 
 
 def kill_run_hard(process: subprocess.Popen, work: Path) -> None:
@@ -176,7 +190,9 @@ def test_the_xla_path_runs_the_same_steps_as_the_cpu_path(tmp_path, single_proce
     assert {c["path"].rsplit("/", 1)[1] for c in calls if c["call"] == "save"} == {"xla_state.pt"}
     assert (tmp_path / "xla" / "checkpoints" / "step_00000020" / "xla_state.pt").is_file()
     assert (tmp_path / "xla" / "model" / "model.pt").is_file()
-    resumed = run_local_training(loaded, processes=2, work_dir=tmp_path / "xla", hyperparameters={"device": "xla", "max_steps": 23})
+    resumed = run_local_training(
+        loaded, processes=2, work_dir=tmp_path / "xla", hyperparameters={"device": "xla", "max_steps": 23}
+    )
     assert resumed.resumed_from_step == 20 and resumed.last_step == 23  # xm.save'd state loads back
 
 

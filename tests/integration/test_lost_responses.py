@@ -13,14 +13,21 @@ import os
 
 import pytest
 
-from neurondeploy.errors import NeurondeployError
+from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
 from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.state import StateStore
-from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
+from neurondeploy.errors import NeurondeployError
 
 from .test_apply import (  # noqa: F401  (fixtures)
-    NAME, apply_once, artifact, count_resources, tagged, transport, world, zone_and_spec,
+    NAME,
+    apply_once,
+    artifact,
+    count_resources,
+    tagged,
+    transport,
+    world,
+    zone_and_spec,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

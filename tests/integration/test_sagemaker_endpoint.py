@@ -17,20 +17,20 @@ import json
 
 import pytest
 
-from neurondeploy.errors import NeurondeployError
-from neurondeploy.engine.uploads import ApplyError
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.engine.apply import apply_spec
-from neurondeploy.planner.context import plan_context
 from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.drift import drift
-from neurondeploy.engine.reconcile import RETIRED
 from neurondeploy.engine.executor import UPDATE_PROGRESS, ApplyFailed, Executor
-from neurondeploy.resources.validation import check_request
+from neurondeploy.engine.reconcile import RETIRED
 from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.sweep import find_leftovers
-from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.engine.uploads import ApplyError
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.planner.context import plan_context
 from neurondeploy.resources import sagemaker_endpoint as rq
 from neurondeploy.resources.sagemaker_endpoint import endpoint_resources
+from neurondeploy.resources.validation import check_request
 from neurondeploy.specs import parse_spec
 
 from . import test_apply
@@ -76,8 +76,10 @@ def _update_endpoint(self):
         resource_id = f"endpoint/{name}/variant/{variant['VariantName']}"
         registered = any(resource_id in by_id for by_id in targets.values())
         if registered and old_types.get(variant["VariantName"]) not in (None, variant.get("InstanceType")):
-            raise ValidationError(message=f"The variant {variant['VariantName']} is an autoscaling target: deregister "
-                                          "it before changing its instance type.")
+            raise ValidationError(
+                message=f"The variant {variant['VariantName']} is an autoscaling target: deregister "
+                "it before changing its instance type."
+            )
     counts = {v["VariantName"]: v.get("DesiredInstanceCount") for v in endpoint.production_variants}
     endpoint.endpoint_config_name = config_name
     endpoint.production_variants = endpoint._process_production_variants(config["ProductionVariants"])
@@ -114,9 +116,16 @@ def push_serving_image(aws) -> None:
 
     ecr = aws.client("ecr")
     ecr.create_repository(repositoryName=SERVING_REPOSITORY)
-    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 2,
-                           "digest": "sha256:" + "0" * 64}, "layers": []}
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {
+            "mediaType": "application/vnd.docker.container.image.v1+json",
+            "size": 2,
+            "digest": "sha256:" + "0" * 64,
+        },
+        "layers": [],
+    }
     ecr.put_image(repositoryName=SERVING_REPOSITORY, imageManifest=json.dumps(manifest), imageTag=__version__)
 
 
@@ -231,7 +240,10 @@ def test_inf2_endpoint_with_our_container_applied_reapplied_and_destroyed(sagema
     live = Live(aws, "minilm-embed")
     model = live.sm.describe_model(ModelName=model_request["ModelName"])
     container = model["PrimaryContainer"]
-    assert container["Image"] == f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/neurondeploy-serving:" + container["Image"].rsplit(":", 1)[1]
+    assert (
+        container["Image"]
+        == f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/neurondeploy-serving:" + container["Image"].rsplit(":", 1)[1]
+    )
     assert container["Image"] == model_request["PrimaryContainer"]["Image"]
     assert container["ModelDataUrl"] == ARTIFACT_URI
     assert container["Environment"]["NEURONDEPLOY_TASK"] == "feature-extraction"
@@ -242,11 +254,19 @@ def test_inf2_endpoint_with_our_container_applied_reapplied_and_destroyed(sagema
     variant = config["ProductionVariants"][0]
     assert variant["InstanceType"] == "ml.inf2.xlarge" and variant["InitialInstanceCount"] == 1
     assert variant["ModelName"] == model_request["ModelName"]
-    assert variant["ModelDataDownloadTimeoutInSeconds"] == 600 and variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
-    assert variant["VolumeSizeInGB"] == rq.endpoint_volume_gib(loaded.spec, ctx) == 30  # MiniLM: 3 × 0.09 GiB -> the floor
+    assert (
+        variant["ModelDataDownloadTimeoutInSeconds"] == 600
+        and variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
+    )
+    assert (
+        variant["VolumeSizeInGB"] == rq.endpoint_volume_gib(loaded.spec, ctx) == 30
+    )  # MiniLM: 3 × 0.09 GiB -> the floor
 
     endpoint = live.endpoint()
-    assert endpoint["EndpointConfigName"] == config_request["EndpointConfigName"] and endpoint["EndpointStatus"] == "InService"
+    assert (
+        endpoint["EndpointConfigName"] == config_request["EndpointConfigName"]
+        and endpoint["EndpointStatus"] == "InService"
+    )
     assert live.endpoints() == {"minilm-embed"}
     (target,) = live.targets()
     assert target["ResourceId"] == "endpoint/minilm-embed/variant/AllTraffic"
@@ -276,11 +296,20 @@ def test_vllm_endpoint_applied_reapplied_and_destroyed(sagemaker_world, tmp_path
     assert "ModelDataUrl" not in container
     assert container["Image"] == model_request["PrimaryContainer"]["Image"] and "neuronx" in container["Image"]
     assert container["Environment"] == {
-        "SM_ON_MODEL": "meta-llama/Llama-3.1-8B-Instruct", "SM_ON_TENSOR_PARALLEL_SIZE": "2", "SM_ON_BATCH_SIZE": "4",
-        "SM_ON_SEQUENCE_LENGTH": "4096", "SM_ON_PORT": "8080"}
-    variant = live.sm.describe_endpoint_config(EndpointConfigName=config_request["EndpointConfigName"])["ProductionVariants"][0]
+        "SM_ON_MODEL": "meta-llama/Llama-3.1-8B-Instruct",
+        "SM_ON_TENSOR_PARALLEL_SIZE": "2",
+        "SM_ON_BATCH_SIZE": "4",
+        "SM_ON_SEQUENCE_LENGTH": "4096",
+        "SM_ON_PORT": "8080",
+    }
+    variant = live.sm.describe_endpoint_config(EndpointConfigName=config_request["EndpointConfigName"])[
+        "ProductionVariants"
+    ][0]
     assert variant["InstanceType"] == "ml.inf2.8xlarge" and variant["InitialInstanceCount"] == 1
-    assert variant["ModelDataDownloadTimeoutInSeconds"] == 3600 and variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 3600
+    assert (
+        variant["ModelDataDownloadTimeoutInSeconds"] == 3600
+        and variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 3600
+    )
     assert variant["VolumeSizeInGB"] == rq.endpoint_volume_gib(loaded.spec, ctx) == 128
     assert live.endpoint()["EndpointConfigName"] == config_request["EndpointConfigName"]
     assert live.targets() == []  # no autoscaling in this template
@@ -292,8 +321,11 @@ def test_vllm_endpoint_applied_reapplied_and_destroyed(sagemaker_world, tmp_path
 
 # --- blue/green updates ------------------------------------------------------------------------------------------
 
-V2 = {"instance_count: 1": "instance_count: 2", "health_check_timeout_s: 600": "health_check_timeout_s: 900",
-      "max_batch_delay_ms: 5": "max_batch_delay_ms: 8"}  # count, timeout and the container's environment
+V2 = {
+    "instance_count: 1": "instance_count: 2",
+    "health_check_timeout_s: 600": "health_check_timeout_s: 900",
+    "max_batch_delay_ms: 5": "max_batch_delay_ms: 8",
+}  # count, timeout and the container's environment
 
 
 class Versions:
@@ -314,14 +346,24 @@ def versions(sagemaker_world, tmp_path, artifact) -> Versions:
 
 def test_every_update_request_passes_strict_validation(tmp_path):
     loaded = load(tmp_path, MINILM)
-    updates = [r for resource in endpoint_resources(loaded.spec, plan_context(loaded, account_id=ACCOUNT))
-               for r in resource.update]
-    assert {r.operation for r in updates} == {"UpdateEndpoint", "DescribeEndpoint", "RegisterScalableTarget", "PutScalingPolicy"}
+    updates = [
+        r
+        for resource in endpoint_resources(loaded.spec, plan_context(loaded, account_id=ACCOUNT))
+        for r in resource.update
+    ]
+    assert {r.operation for r in updates} == {
+        "UpdateEndpoint",
+        "DescribeEndpoint",
+        "RegisterScalableTarget",
+        "PutScalingPolicy",
+    }
     for request in updates:
         check_request(request.service, request.operation, request.params)  # raises when refused
 
 
-def test_a_changed_spec_updates_the_endpoint_in_place_then_removes_the_old_model_and_config(versions, sagemaker_world, artifact):
+def test_a_changed_spec_updates_the_endpoint_in_place_then_removes_the_old_model_and_config(
+    versions, sagemaker_world, artifact
+):
     aws, v2, state, live, arn = sagemaker_world, versions.v2, versions.state, versions.live, versions.arn
     (old_model,), (old_config,) = live.models(), live.configs()
 
@@ -330,8 +372,13 @@ def test_a_changed_spec_updates_the_endpoint_in_place_then_removes_the_old_model
     assert "DeleteEndpoint" not in sent and "CreateEndpoint" not in sent
     assert result.updated == ["endpoint"] and set(result.created) == {"model", "endpoint-config"}
     # blue/green order: new model and config, the endpoint moved to them, only then the old ones deleted
-    assert sent.index("CreateModel") < sent.index("CreateEndpointConfig") < sent.index("UpdateEndpoint") \
-        < sent.index("DeleteEndpointConfig") < sent.index("DeleteModel")
+    assert (
+        sent.index("CreateModel")
+        < sent.index("CreateEndpointConfig")
+        < sent.index("UpdateEndpoint")
+        < sent.index("DeleteEndpointConfig")
+        < sent.index("DeleteModel")
+    )
     # the instance type stayed: the scaling target is not touched (it keeps the count it chose)
     assert not {"DeregisterScalableTarget", "RegisterScalableTarget", "PutScalingPolicy"} & set(sent)
     assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
@@ -349,7 +396,9 @@ def test_a_changed_spec_updates_the_endpoint_in_place_then_removes_the_old_model
     destroy_and_prove_empty(aws, state, "minilm-embed")
 
 
-def test_a_new_instance_type_deregisters_autoscaling_before_the_update_and_registers_it_after(sagemaker_world, artifact, tmp_path):
+def test_a_new_instance_type_deregisters_autoscaling_before_the_update_and_registers_it_after(
+    sagemaker_world, artifact, tmp_path
+):
     aws = sagemaker_world
     v1 = load(tmp_path, MINILM)
     v2 = load(tmp_path, MINILM, "v2", **{"instance_type: ml.inf2.xlarge": "instance_type: ml.inf2.8xlarge"})
@@ -359,19 +408,31 @@ def test_a_new_instance_type_deregisters_autoscaling_before_the_update_and_regis
     _, t = apply(v2, state, artifact)
     sent = operations(t)
     # the emulator refuses a type change under a registered target, as SageMaker does: the order is needed
-    assert sent.index("DeregisterScalableTarget") < sent.index("UpdateEndpoint") < sent.index("RegisterScalableTarget") \
+    assert (
+        sent.index("DeregisterScalableTarget")
+        < sent.index("UpdateEndpoint")
+        < sent.index("RegisterScalableTarget")
         < sent.index("PutScalingPolicy")
+    )
     assert "DeleteEndpoint" not in sent
     live = Live(aws, "minilm-embed")
     assert live.endpoint()["EndpointArn"] == arn
-    assert live.sm.describe_endpoint_config(EndpointConfigName=live.endpoint()["EndpointConfigName"])[
-        "ProductionVariants"][0]["InstanceType"] == "ml.inf2.8xlarge"
+    assert (
+        live.sm.describe_endpoint_config(EndpointConfigName=live.endpoint()["EndpointConfigName"])[
+            "ProductionVariants"
+        ][0]["InstanceType"]
+        == "ml.inf2.8xlarge"
+    )
     assert len(live.targets()) == 1 and len(live.policies()) == 1
     assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
 
     # new capacities only: RegisterScalableTarget updates the target in place, nothing else moves
-    v3 = load(tmp_path, MINILM, "v3", **{"instance_type: ml.inf2.xlarge": "instance_type: ml.inf2.8xlarge",
-                                         "max_instances: 4": "max_instances: 6"})
+    v3 = load(
+        tmp_path,
+        MINILM,
+        "v3",
+        **{"instance_type: ml.inf2.xlarge": "instance_type: ml.inf2.8xlarge", "max_instances: 4": "max_instances: 6"},
+    )
     result, t = apply(v3, state, artifact)
     assert operations(t) == ["RegisterScalableTarget", "PutScalingPolicy"] and result.updated == ["endpoint-scaling"]
     assert live.targets()[0]["MaxCapacity"] == 6
@@ -390,7 +451,10 @@ def test_a_failed_update_keeps_the_old_config_serving_and_a_reapply_converges(ve
     # the endpoint still serves v1, whose model and config are kept (retired in state) next to v2's
     assert live.endpoint()["EndpointConfigName"] == old_config
     assert len(live.models()) == len(live.configs()) == 2
-    assert sorted(n.split(RETIRED)[0] for n in state.get("minilm-embed").resources if RETIRED in n) == ["endpoint-config", "model"]
+    assert sorted(n.split(RETIRED)[0] for n in state.get("minilm-embed").resources if RETIRED in n) == [
+        "endpoint-config",
+        "model",
+    ]
 
     result, t = apply(v2, state, artifact)
     assert operations(t) == ["UpdateEndpoint", "DeleteEndpointConfig", "DeleteModel"] and result.updated == ["endpoint"]
@@ -399,7 +463,9 @@ def test_a_failed_update_keeps_the_old_config_serving_and_a_reapply_converges(ve
     destroy_and_prove_empty(aws, state, "minilm-embed")
 
 
-def test_going_back_after_a_failed_update_restores_the_old_objects_instead_of_recreating_them(versions, sagemaker_world, artifact):
+def test_going_back_after_a_failed_update_restores_the_old_objects_instead_of_recreating_them(
+    versions, sagemaker_world, artifact
+):
     aws, v1, v2, state = sagemaker_world, versions.v1, versions.v2, versions.state
     with pytest.raises(ApplyFailed):
         apply(v2, state, artifact, t=FailingOperation("UpdateEndpoint"))
@@ -417,8 +483,11 @@ def test_an_update_sagemaker_rolls_back_is_not_taken_for_done(versions, sagemake
     from moto.sagemaker.responses import SageMakerResponse
 
     aws, v2, state, live, old_config = sagemaker_world, versions.v2, versions.state, versions.live, versions.config
-    monkeypatch.setattr(SageMakerResponse, "update_endpoint",
-                        lambda self: ActionResult({"EndpointArn": self.sagemaker_backend.endpoints["minilm-embed"].arn}))
+    monkeypatch.setattr(
+        SageMakerResponse,
+        "update_endpoint",
+        lambda self: ActionResult({"EndpointArn": self.sagemaker_backend.endpoints["minilm-embed"].arn}),
+    )
     with pytest.raises(ApplyFailed, match="EndpointConfigName"):
         apply(v2, state, artifact)
     assert live.endpoint()["EndpointConfigName"] == old_config and old_config in live.configs()

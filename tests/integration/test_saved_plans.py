@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from neurondeploy.engine.saved_plans import check_saved_plan, save_plan
 from neurondeploy.errors import PlanError
 from neurondeploy.planner.plan import build_plan
-from neurondeploy.engine.saved_plans import check_saved_plan, save_plan
 from neurondeploy.specs import load_spec, parse_spec
 
 pytestmark = pytest.mark.integration

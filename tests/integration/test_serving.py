@@ -51,8 +51,13 @@ class Server:
         env = os.environ | {"PYTHONPATH": str(FIXTURES)}
         if serving:
             env["NEURONDEPLOY_SERVING"] = json.dumps(serving)
-        self.process = subprocess.Popen([sys.executable, "-m", "neurondeploy.cli", "serve", str(artifact), "--port", str(self.port), *args],
-                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "neurondeploy.cli", "serve", str(artifact), "--port", str(self.port), *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def wait_ready(self, timeout: float = 120) -> httpx.Response:
         deadline = time.monotonic() + timeout
@@ -92,7 +97,9 @@ def tiny(tmp_path_factory):
     sys.path.insert(0, str(FIXTURES))
     try:
         loaded = parse_spec(TINY_SPEC, path=root / "spec.yaml")
-        return compile_spec(loaded, backend="cpu", cache=CompileCache(root=root / "cache"), out_dir=root / "artifact").artifact_dir
+        return compile_spec(
+            loaded, backend="cpu", cache=CompileCache(root=root / "cache"), out_dir=root / "artifact"
+        ).artifact_dir
     finally:
         sys.path.remove(str(FIXTURES))
 
@@ -140,7 +147,9 @@ def test_64_concurrent_clients_get_the_eager_models_answers_and_a_bad_one_gets_4
     expected = eager_embeddings(artifact, model, texts)
     assert torch.allclose(answers, expected, atol=1e-5), (answers - expected).abs().max()
     metrics = httpx.get(f"{server.url}/metrics").text
-    batch_count = float(next(line.split()[-1] for line in metrics.splitlines() if line.startswith("neurondeploy_batch_size_count")))
+    batch_count = float(
+        next(line.split()[-1] for line in metrics.splitlines() if line.startswith("neurondeploy_batch_size_count"))
+    )
     assert batch_count < 64  # requests were grouped
     assert 'neurondeploy_requests_total{code="400",route="/invocations"} 1.0' in metrics
 
@@ -198,7 +207,9 @@ def test_a_failing_model_call_fails_its_batch_and_the_server_carries_on(tiny, se
 def test_a_full_queue_answers_503_with_retry_after(minilm, server_factory):
     artifact, _ = minilm
     server = server_factory(artifact, {"max_queue": 2, "max_batch_delay_ms": 0})
-    bodies = [json.dumps({"inputs": ["a fairly long sentence to keep the model busy " * 8] * 2}).encode() for _ in range(24)]
+    bodies = [
+        json.dumps({"inputs": ["a fairly long sentence to keep the model busy " * 8] * 2}).encode() for _ in range(24)
+    ]
     responses = asyncio.run(_post_all(server.url, bodies))
     codes = [response.status_code for response in responses]
     assert 503 in codes and 200 in codes and set(codes) <= {200, 503}

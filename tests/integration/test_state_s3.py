@@ -26,9 +26,19 @@ def state_uri(aws) -> str:
 
 
 def resource(name: str, **changes) -> ResourceState:
-    values = dict(name=name, type="ec2:vpc", outputs={"VpcId": "vpc-1"}, completed=1, total=1, create_hash="h",
-                  delete_requests=[{"service": "ec2", "operation": "DeleteVpc", "params": {"VpcId": "vpc-1"}, "wait": None}],
-                  depends_on=[], taggable=True, created=1.0, sequence=-1)
+    values = dict(
+        name=name,
+        type="ec2:vpc",
+        outputs={"VpcId": "vpc-1"},
+        completed=1,
+        total=1,
+        create_hash="h",
+        delete_requests=[{"service": "ec2", "operation": "DeleteVpc", "params": {"VpcId": "vpc-1"}, "wait": None}],
+        depends_on=[],
+        taggable=True,
+        created=1.0,
+        sequence=-1,
+    )
     return ResourceState(**{**values, **changes})
 
 

@@ -90,8 +90,9 @@ class SageMakerSim:
                 raise ValidationError(message=f"Could not find training job '{name}'.")
             if job.training_job_status != "InProgress":
                 # SageMaker's wording (see aws/sagemaker-python-sdk users' reports, e.g. awslabs/benchmark-ai#928)
-                raise ValidationError(message="The request was rejected because the training job is in status "
-                                              f"{job.training_job_status}.")
+                raise ValidationError(
+                    message=f"The request was rejected because the training job is in status {job.training_job_status}."
+                )
             job.training_job_status, job.secondary_status = "Stopping", "Stopping"
             _transition(job, "Stopping", "Stopping the training job")
             sim.scripts.setdefault(name, []).append(("Stopped", "Stopped", "Training job stopped", {}))
@@ -137,8 +138,11 @@ class SageMakerSim:
         if not logs.describe_log_streams(logGroupName=LOG_GROUP, logStreamNamePrefix=stream)["logStreams"]:
             logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=stream)
         now = int(time.time() * 1000)
-        logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=stream,
-                            logEvents=[{"timestamp": now + i, "message": m} for i, m in enumerate(messages)])
+        logs.put_log_events(
+            logGroupName=LOG_GROUP,
+            logStreamName=stream,
+            logEvents=[{"timestamp": now + i, "message": m} for i, m in enumerate(messages)],
+        )
 
 
 @pytest.fixture
@@ -176,13 +180,18 @@ def test_template_creates_the_job_it_plans(spec_file, tmp_path, aws, sim, capsys
     err = capsys.readouterr().err
     job_name = job_of(state)
     assert job_name.startswith(f"{NAME}-") and len(job_name) == len(NAME) + 16  # <name>-YYYYMMDD-HHMMSS
-    assert f"started training job {job_name}" in err and f"model artifacts: s3://{BUCKET}/{NAME}/output/{job_name}" in err
+    assert (
+        f"started training job {job_name}" in err and f"model artifacts: s3://{BUCKET}/{NAME}/output/{job_name}" in err
+    )
 
     sm = aws.client("sagemaker")
     job = sm.describe_training_job(TrainingJobName=job_name)
     image = job["AlgorithmSpecification"]["TrainingImage"]
     assert image == catalog.neuron_image("training", "us-east-1", "2.27.0")
-    assert image.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training-neuronx:") and "sdk2.27.0" in image
+    assert (
+        image.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training-neuronx:")
+        and "sdk2.27.0" in image
+    )
     assert job["AlgorithmSpecification"]["TrainingInputMode"] == "File"
     assert job["RoleArn"] == "arn:aws:iam::123456789012:role/SageMakerTrainingRole"
     assert job["ResourceConfig"] == {"InstanceType": "ml.trn1.32xlarge", "InstanceCount": 2}  # no VolumeSizeInGB: NVMe
@@ -195,14 +204,20 @@ def test_template_creates_the_job_it_plans(spec_file, tmp_path, aws, sim, capsys
     assert hp["max_steps"] == "10000" and hp["learning_rate"] == "0.0003"
     source = json.loads(hp["sagemaker_submit_directory"])
     assert source.startswith(f"s3://{BUCKET}/{NAME}/source/sourcedir-") and source.endswith(".tar.gz")
-    assert job["CheckpointConfig"] == {"S3Uri": "s3://my-training-bucket/llama-pretrain/checkpoints", "LocalPath": "/opt/ml/checkpoints"}
+    assert job["CheckpointConfig"] == {
+        "S3Uri": "s3://my-training-bucket/llama-pretrain/checkpoints",
+        "LocalPath": "/opt/ml/checkpoints",
+    }
     assert job["EnableManagedSpotTraining"] is True
     assert job["StoppingCondition"] == {"MaxRuntimeInSeconds": 86400, "MaxWaitTimeInSeconds": 172800}
     assert job["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/{NAME}/output"
     assert job["InputDataConfig"][0]["ChannelName"] == "train"
-    assert job["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == "s3://my-training-bucket/datasets/tokenized/train"
+    assert (
+        job["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"]
+        == "s3://my-training-bucket/datasets/tokenized/train"
+    )
     tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=job["TrainingJobArn"])["Tags"]}
-    assert tags["neurondeploy:deployment"] == NAME and tags["neurondeploy:run-id"] == job_name[len(NAME) + 1:]
+    assert tags["neurondeploy:deployment"] == NAME and tags["neurondeploy:run-id"] == job_name[len(NAME) + 1 :]
 
     # Environment: moto 5.2.5 drops it (DescribeTrainingJob has no Environment), so it comes from the request
     # our state recorded as sent, after the transport checked it strictly against botocore's model.
@@ -210,8 +225,11 @@ def test_template_creates_the_job_it_plans(spec_file, tmp_path, aws, sim, capsys
     sent = recorded_request(state)
     assert sent["TrainingJobName"] == job_name and sent["HyperParameters"] == hp
     env = sent["Environment"]
-    assert {k: env[k] for k in ("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE")} == \
-        {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
+    assert {k: env[k] for k in ("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE")} == {
+        "FI_PROVIDER": "efa",
+        "FI_EFA_USE_DEVICE_RDMA": "1",
+        "FI_EFA_FORK_SAFE": "1",
+    }
     assert env["NEURON_CC_FLAGS"] == "--model-type transformer --auto-cast=none"
     assert env["NEURON_COMPILE_CACHE_URL"] == "s3://my-training-bucket/neuron-compile-cache"
     assert env["RUN_NEURON_PARALLEL_COMPILE"] == "1"
@@ -225,8 +243,22 @@ def test_template_creates_the_job_it_plans(spec_file, tmp_path, aws, sim, capsys
 
 def test_hp_override_reaches_the_job_json_encoded(spec_file, tmp_path, aws, sim, capsys):
     state = tmp_path / "state.db"
-    assert run("train", str(spec_file), "--no-wait", "--json", "--hp", "max_steps=5", "--hp", "run_name=smoke",
-               "--hp", 'run_id="7"', state=state) == 0
+    assert (
+        run(
+            "train",
+            str(spec_file),
+            "--no-wait",
+            "--json",
+            "--hp",
+            "max_steps=5",
+            "--hp",
+            "run_name=smoke",
+            "--hp",
+            'run_id="7"',
+            state=state,
+        )
+        == 0
+    )
     hp = aws.client("sagemaker").describe_training_job(TrainingJobName=job_of(state))["HyperParameters"]
     assert hp["max_steps"] == "5" and hp["run_name"] == '"smoke"' and hp["learning_rate"] == "0.0003"
     assert hp["run_id"] == '"7"'  # quoted on the command line: the string "7", not the number
@@ -278,19 +310,33 @@ def test_train_attaches_to_a_running_job_streams_every_host_and_reports_spot(spe
         ("InProgress", "Starting", "Preparing the instances for training", {}),
         lambda job: sim.put_logs(job_name, "algo-1", ["resumed from step 200"]),
         ("InProgress", "Training", "Training in progress.", {}),
-        ("Completed", "Completed", "Training job completed",
-         {"training_time_in_seconds": 1000, "billable_time_in_seconds": 300}),
+        (
+            "Completed",
+            "Completed",
+            "Training job completed",
+            {"training_time_in_seconds": 1000, "billable_time_in_seconds": 300},
+        ),
     ]
     assert run("train", str(spec_file), "--json", state=state) == 0
     out, err = capsys.readouterr()
     assert f"job {job_name} of {NAME} is still InProgress: attaching to it" in err
     assert job_of(state) == job_name and len(aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1
-    for line in ("Downloading: Downloading input data", "Interrupted: Insufficient capacity for spot instances",
-                 "[algo-1] [rank 0] step 1 loss 11.2", "[algo-1] [rank 0] step 2 loss 10.9",
-                 "[algo-2] [rank 32] step 1 loss 11.2", "[algo-1] resumed from step 200"):
+    for line in (
+        "Downloading: Downloading input data",
+        "Interrupted: Insufficient capacity for spot instances",
+        "[algo-1] [rank 0] step 1 loss 11.2",
+        "[algo-1] [rank 0] step 2 loss 10.9",
+        "[algo-2] [rank 32] step 1 loss 11.2",
+        "[algo-1] resumed from step 200",
+    ):
         assert err.count(line) == 1, line
-    assert err.count("spot capacity interrupted the job; SageMaker restarts it and the script resumes from the last "
-                     "checkpoint in s3://my-training-bucket/llama-pretrain/checkpoints") == 1
+    assert (
+        err.count(
+            "spot capacity interrupted the job; SageMaker restarts it and the script resumes from the last "
+            "checkpoint in s3://my-training-bucket/llama-pretrain/checkpoints"
+        )
+        == 1
+    )
     assert "training time 1000 s, billable 300 s (managed spot saved 70.0 %)" in err
     summary = json.loads(out)
     assert summary["status"] == "Completed" and summary["spot_savings_pct"] == 70.0 and summary["attached"] is True
@@ -299,13 +345,15 @@ def test_train_attaches_to_a_running_job_streams_every_host_and_reports_spot(spe
 def test_failed_job_exits_non_zero_with_its_reason(spec_file, tmp_path, aws, sim, capsys):
     state = tmp_path / "state.db"
     reason = "AlgorithmError: ExecuteUserScriptError: ExitCode 1 [neuronx-cc] compilation failed"
-    sim.scripts[NAME] = [("InProgress", "Training", "Training in progress.", {}),
-                         ("Failed", "Failed", "Training job failed", {"failure_reason": reason})]
+    sim.scripts[NAME] = [
+        ("InProgress", "Training", "Training in progress.", {}),
+        ("Failed", "Failed", "Training job failed", {"failure_reason": reason}),
+    ]
     assert run("train", str(spec_file), state=state) == EXIT_JOB_FAILED
     err = capsys.readouterr().err
     assert f"failure reason: {reason}" in err and "model artifacts" not in err
     assert run("status", NAME, state=state) == 0
-    line = [l for l in capsys.readouterr().out.splitlines() if l.strip().startswith("job ")]
+    line = [item for item in capsys.readouterr().out.splitlines() if item.strip().startswith("job ")]
     assert line and f"{job_of(state)}: Failed / Failed" in line[0] and reason in line[0]
 
 
@@ -324,17 +372,28 @@ def test_logs_prints_every_host_and_follows_until_the_job_ends(spec_file, tmp_pa
     assert capsys.readouterr().out.splitlines() == ["[algo-1] a1", "[algo-1] a2", "[algo-2] b1"]
 
     sim.set_running(job_name)
-    sim.scripts[NAME] = [lambda job: sim.put_logs(job_name, "algo-2", ["b2"]),
-                         ("InProgress", "Training", "Training in progress.", {}),
-                         lambda job: sim.put_logs(job_name, "algo-1", ["a3 last line"]) or
-                         sim.apply(job, ("Completed", "Completed", "Training job completed", {}))]
+    sim.scripts[NAME] = [
+        lambda job: sim.put_logs(job_name, "algo-2", ["b2"]),
+        ("InProgress", "Training", "Training in progress.", {}),
+        lambda job: (
+            sim.put_logs(job_name, "algo-1", ["a3 last line"])
+            or sim.apply(job, ("Completed", "Completed", "Training job completed", {}))
+        ),
+    ]
     assert run("logs", NAME, "--follow", state=state) == 0
-    assert capsys.readouterr().out.splitlines() == ["[algo-1] a1", "[algo-1] a2", "[algo-2] b1", "[algo-2] b2",
-                                                    "[algo-1] a3 last line"]
+    assert capsys.readouterr().out.splitlines() == [
+        "[algo-1] a1",
+        "[algo-1] a2",
+        "[algo-2] b1",
+        "[algo-2] b2",
+        "[algo-1] a3 last line",
+    ]
     assert run("logs", "nope", state=state) == 1
     assert "pass --region" in capsys.readouterr().err
     assert run("logs", "nope", "--region", "us-east-1", state=state) == 1
-    assert capsys.readouterr().err.strip() == "error: no training job nope in us-east-1 (fix: check the name and --region)"
+    assert (
+        capsys.readouterr().err.strip() == "error: no training job nope in us-east-1 (fix: check the name and --region)"
+    )
 
 
 def test_stop_stops_a_running_job_and_refuses_a_finished_one(spec_file, tmp_path, aws, sim, capsys):
@@ -346,12 +405,17 @@ def test_stop_stops_a_running_job_and_refuses_a_finished_one(spec_file, tmp_path
     err = capsys.readouterr().err
     assert sim.stops == [job_name]
     assert sim.job(job_name).training_job_status == "Stopped"
-    assert f"{job_name}: Stopped" in err and "checkpoints stay in s3://my-training-bucket/llama-pretrain/checkpoints" in err
+    assert (
+        f"{job_name}: Stopped" in err
+        and "checkpoints stay in s3://my-training-bucket/llama-pretrain/checkpoints" in err
+    )
 
     assert run("stop", NAME, state=state) == 1  # SageMaker would refuse it; we say so without sending it
     err = capsys.readouterr().err.strip()
-    assert err == (f"error: training job {job_name} already finished (Stopped); there is nothing to stop "
-                   f"(fix: neurondeploy status {NAME} shows it)")
+    assert err == (
+        f"error: training job {job_name} already finished (Stopped); there is nothing to stop "
+        f"(fix: neurondeploy status {NAME} shows it)"
+    )
     assert sim.stops == [job_name]
     assert run("stop", "unknown", state=state) == 1
     assert "no state for deployment unknown" in capsys.readouterr().err
@@ -361,8 +425,10 @@ def test_a_stopped_job_exits_with_its_own_code(spec_file, tmp_path, aws, sim, ca
     from neurondeploy.training.jobs import EXIT_JOB_STOPPED
 
     state = tmp_path / "state.db"
-    sim.scripts[NAME] = [("InProgress", "Training", "Training in progress.", {}),
-                         ("Stopped", "MaxRuntimeExceeded", "Job stopped: MaxRuntimeInSeconds reached", {})]
+    sim.scripts[NAME] = [
+        ("InProgress", "Training", "Training in progress.", {}),
+        ("Stopped", "MaxRuntimeExceeded", "Job stopped: MaxRuntimeInSeconds reached", {}),
+    ]
     assert run("train", str(spec_file), state=state) == EXIT_JOB_STOPPED
     assert "Stopped (MaxRuntimeExceeded)" in capsys.readouterr().err
 
@@ -391,7 +457,7 @@ def test_ctrl_c_while_waiting_leaves_the_job_running(spec_file, tmp_path, aws, s
 
 def test_the_execution_role_is_kept_across_runs(spec_file, tmp_path, aws, sim, capsys):
     text = spec_file.read_text()
-    spec_file.write_text(text[:text.index("iam:")])  # no role given: neurondeploy creates the execution role
+    spec_file.write_text(text[: text.index("iam:")])  # no role given: neurondeploy creates the execution role
     state = tmp_path / "state.db"
     assert run("train", str(spec_file), state=state) == 0
     role = StateStore(state).get(NAME).resources["execution-role"]
@@ -434,8 +500,10 @@ def test_waiting_survives_sagemaker_being_unreachable_for_a_while(spec_file, tmp
             return super().call(service, operation, params)
 
     job_name = start_running_job(spec_file, tmp_path / "state.db", sim)
-    sim.scripts[NAME] = [("InProgress", "Training", "Training in progress.", {}),
-                         ("Completed", "Completed", "Training job completed", {})]
+    sim.scripts[NAME] = [
+        ("InProgress", "Training", "Training in progress.", {}),
+        ("Completed", "Completed", "Training job completed", {}),
+    ]
     lines: list[str] = []
     job = wait_for_job(Unreachable(3), job_name, on_event=lines.append, delay_s=0)
     assert job["TrainingJobStatus"] == "Completed"

@@ -20,10 +20,17 @@ def _backend():
 
 def _endpoint(aws) -> str:
     sagemaker = aws.client("sagemaker")
-    sagemaker.create_model(ModelName="m", ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
-                           PrimaryContainer={"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/x:1"})
-    sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
-        {"VariantName": "AllTraffic", "ModelName": "m", "InitialInstanceCount": 1, "InstanceType": "ml.m5.large"}])
+    sagemaker.create_model(
+        ModelName="m",
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
+        PrimaryContainer={"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/x:1"},
+    )
+    sagemaker.create_endpoint_config(
+        EndpointConfigName="c",
+        ProductionVariants=[
+            {"VariantName": "AllTraffic", "ModelName": "m", "InitialInstanceCount": 1, "InstanceType": "ml.m5.large"}
+        ],
+    )
     sagemaker.create_endpoint(EndpointName="e", EndpointConfigName="c")
     return "e"
 
@@ -33,8 +40,9 @@ def test_a_long_wait_reports_progress_until_the_resource_is_ready(aws):
     endpoint = _backend().endpoints["e"]
     endpoint.endpoint_status = "Creating"  # moto makes endpoints InService at once; AWS takes minutes
     heard: list[str] = []
-    transport = AwsTransport("us-east-1", wait_delay_s=0, wait_attempts=1000, on_progress=heard.append,
-                             progress_every_s=0.05)
+    transport = AwsTransport(
+        "us-east-1", wait_delay_s=0, wait_attempts=1000, on_progress=heard.append, progress_every_s=0.05
+    )
     threading.Timer(0.4, lambda: setattr(endpoint, "endpoint_status", "InService")).start()
     started = time.monotonic()
     transport.wait("sagemaker", "EndpointInService", {"EndpointName": "e"})
@@ -49,7 +57,9 @@ def test_a_failed_wait_says_why_in_the_resources_own_words(aws):
     _endpoint(aws)
     endpoint = _backend().endpoints["e"]
     endpoint.endpoint_status = "Failed"
-    endpoint.failure_reason = "The primary container for production variant AllTraffic did not pass the ping health check."
+    endpoint.failure_reason = (
+        "The primary container for production variant AllTraffic did not pass the ping health check."
+    )
     transport = AwsTransport("us-east-1", wait_delay_s=0, wait_attempts=3)
     with pytest.raises(AwsCallError) as failure:
         transport.wait("sagemaker", "EndpointInService", {"EndpointName": "e"})

@@ -71,16 +71,36 @@ CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
     ("kind typo", INFERENCE.replace("kind: inference", "kind: inferense"), "did you mean `kind: inference`", 1),
     ("missing name", INFERENCE.replace("name: minilm\n", ""), "name: required field is missing", None),
     ("missing task", INFERENCE.replace("task: feature-extraction\n", ""), "task: required field is missing", None),
-    ("missing model", INFERENCE.split("model:")[0] + "deployment:\n  instance_type: inf2.xlarge\n", "model: required field", None),
+    (
+        "missing model",
+        INFERENCE.split("model:")[0] + "deployment:\n  instance_type: inf2.xlarge\n",
+        "model: required field",
+        None,
+    ),
     ("unknown top-level key", INFERENCE + "regoin: us-east-1\n", "did you mean `region`", 10),
-    ("unknown nested key", INFERENCE.replace("  platform: sagemaker", "  platfrom: sagemaker"), "did you mean `platform`", 8),
+    (
+        "unknown nested key",
+        INFERENCE.replace("  platform: sagemaker", "  platfrom: sagemaker"),
+        "did you mean `platform`",
+        8,
+    ),
     ("name with capitals", INFERENCE.replace("name: minilm", "name: MiniLM"), "name:", 2),
     ("name too long", INFERENCE.replace("name: minilm", "name: " + "a" * 30), "name:", 2),
     ("name with underscore", INFERENCE.replace("name: minilm", "name: mini_lm"), "name:", 2),
     ("name is a number", INFERENCE.replace("name: minilm", "name: 123"), "name:", 2),
     ("bad region", INFERENCE + "region: mars-north-1x\n", "region:", 10),
-    ("task not allowed", INFERENCE.replace("task: feature-extraction", "task: translation"), "'translation' is not allowed", 3),
-    ("two model sources", INFERENCE.replace('  factory: "my_models:build"', '  factory: "my_models:build"\n  path: ./model'), "exactly one of", 4),
+    (
+        "task not allowed",
+        INFERENCE.replace("task: feature-extraction", "task: translation"),
+        "'translation' is not allowed",
+        3,
+    ),
+    (
+        "two model sources",
+        INFERENCE.replace('  factory: "my_models:build"', '  factory: "my_models:build"\n  path: ./model'),
+        "exactly one of",
+        4,
+    ),
     ("no model source", INFERENCE.replace('  factory: "my_models:build"\n', ""), "exactly one of", 4),
     ("factory without function", INFERENCE.replace("my_models:build", "my_models"), "wrong form", 6),
     ("batch size zero", INFERENCE + "compile:\n  batch_sizes: [0]\n", "compile.batch_sizes[0]", 11),
@@ -90,62 +110,151 @@ CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
     ("auto-cast type without auto-cast", INFERENCE + "compile:\n  auto_cast_type: fp16\n", "auto_cast_type", 11),
     ("unknown auto-cast", INFERENCE + "compile:\n  auto_cast: bf16\n", "compile.auto_cast", 11),
     ("health check over the AWS limit", INFERENCE + "  health_check_timeout_s: 7200\n", "health_check_timeout_s", 10),
-    ("download timeout under the AWS limit", INFERENCE + "  model_download_timeout_s: 30\n", "model_download_timeout_s", 10),
+    (
+        "download timeout under the AWS limit",
+        INFERENCE + "  model_download_timeout_s: 30\n",
+        "model_download_timeout_s",
+        10,
+    ),
     ("instance count zero", INFERENCE + "  instance_count: 0\n", "instance_count", 10),
     ("unknown instance type", INFERENCE.replace("inf2.xlarge", "inf2.xlarg"), "did you mean", 9),
     ("inf1 refused", INFERENCE.replace("inf2.xlarge", "inf1.xlarge"), "Inferentia 1", 9),
     ("gpu instance", INFERENCE.replace("inf2.xlarge", "g5.xlarge"), "deployment.instance_type", 9),
     ("TP above the cores", INFERENCE + "  tensor_parallel: 4\n", "more than the 2 NeuronCores", 10),
-    ("TP for a traced encoder", INFERENCE.replace("inf2.xlarge", "inf2.24xlarge") + "  tensor_parallel: 2\n", "not legal", 10),
-    ("autoscaling min above max", INFERENCE + "  autoscaling: {min_instances: 3, max_instances: 2}\n", "min_instances", 10),
-    ("count outside autoscaling", INFERENCE + "  instance_count: 5\n  autoscaling: {min_instances: 1, max_instances: 2}\n", "outside autoscaling", 10),
+    (
+        "TP for a traced encoder",
+        INFERENCE.replace("inf2.xlarge", "inf2.24xlarge") + "  tensor_parallel: 2\n",
+        "not legal",
+        10,
+    ),
+    (
+        "autoscaling min above max",
+        INFERENCE + "  autoscaling: {min_instances: 3, max_instances: 2}\n",
+        "min_instances",
+        10,
+    ),
+    (
+        "count outside autoscaling",
+        INFERENCE + "  instance_count: 5\n  autoscaling: {min_instances: 1, max_instances: 2}\n",
+        "outside autoscaling",
+        10,
+    ),
     ("tls on sagemaker", INFERENCE + "tls: {enabled: true}\n", "apply to platform ec2", 10),
-    ("tls without dns", INFERENCE.replace("platform: sagemaker", "platform: ec2") + "tls: {enabled: true}\n", "needs dns", 10),
-    ("dns record outside zone", INFERENCE.replace("platform: sagemaker", "platform: ec2")
-     + "dns:\n  hosted_zone_id: Z123ABC\n  zone_name: example.com\n  record_name: api.example.org\n", "not inside zone", 13),
-    ("hf container on ec2", INFERENCE.replace("task: feature-extraction", "task: text-generation")
-     .replace('  factory: "my_models:build"', "  hf_model_id: org/model").replace("platform: sagemaker", "platform: ec2")
-     + "  container: {kind: hf-vllm}\n", "runs on SageMaker only", 10),
-    ("one AZ behind an ALB", INFERENCE.replace("platform: sagemaker", "platform: ec2") + "network: {availability_zones: 1}\n",
-     "2 or more availability zones", 10),
-    ("existing VPC with one public subnet", INFERENCE.replace("platform: sagemaker", "platform: ec2")
-     + "network:\n  vpc_id: vpc-0123456789abcdef0\n  public_subnet_ids: [subnet-0123456789abcdef0]\n", "2 or more public subnets", 12),
-    ("VPC too small for the AZs", INFERENCE + "network: {vpc_cidr: 10.0.0.0/24, availability_zones: 6}\n", "too small", 10),
+    (
+        "tls without dns",
+        INFERENCE.replace("platform: sagemaker", "platform: ec2") + "tls: {enabled: true}\n",
+        "needs dns",
+        10,
+    ),
+    (
+        "dns record outside zone",
+        INFERENCE.replace("platform: sagemaker", "platform: ec2")
+        + "dns:\n  hosted_zone_id: Z123ABC\n  zone_name: example.com\n  record_name: api.example.org\n",
+        "not inside zone",
+        13,
+    ),
+    (
+        "hf container on ec2",
+        INFERENCE.replace("task: feature-extraction", "task: text-generation")
+        .replace('  factory: "my_models:build"', "  hf_model_id: org/model")
+        .replace("platform: sagemaker", "platform: ec2")
+        + "  container: {kind: hf-vllm}\n",
+        "runs on SageMaker only",
+        10,
+    ),
+    (
+        "one AZ behind an ALB",
+        INFERENCE.replace("platform: sagemaker", "platform: ec2") + "network: {availability_zones: 1}\n",
+        "2 or more availability zones",
+        10,
+    ),
+    (
+        "existing VPC with one public subnet",
+        INFERENCE.replace("platform: sagemaker", "platform: ec2")
+        + "network:\n  vpc_id: vpc-0123456789abcdef0\n  public_subnet_ids: [subnet-0123456789abcdef0]\n",
+        "2 or more public subnets",
+        12,
+    ),
+    (
+        "VPC too small for the AZs",
+        INFERENCE + "network: {vpc_cidr: 10.0.0.0/24, availability_zones: 6}\n",
+        "too small",
+        10,
+    ),
     ("tag with forbidden characters", INFERENCE + "tags: {team: 'a;b'}\n", "tags", 10),
-    ("heads not divisible by TP under NxDI", LLM.replace("tensor_parallel: 8", "tensor_parallel: 24"), "not divisible by TP=24", 19),
-    ("LLM KV cache does not fit", LLM.replace("inf2.48xlarge", "inf2.8xlarge").replace("tensor_parallel: 8", "tensor_parallel: 2")
-     .replace("batch_sizes: [1]", "batch_sizes: [64]"),
-     "does not fit", 17),
+    (
+        "heads not divisible by TP under NxDI",
+        LLM.replace("tensor_parallel: 8", "tensor_parallel: 24"),
+        "not divisible by TP=24",
+        19,
+    ),
+    (
+        "LLM KV cache does not fit",
+        LLM.replace("inf2.48xlarge", "inf2.8xlarge")
+        .replace("tensor_parallel: 8", "tensor_parallel: 2")
+        .replace("batch_sizes: [1]", "batch_sizes: [64]"),
+        "does not fit",
+        17,
+    ),
     ("instance not offered in the region", TRAINING + "region: eu-west-1\n", "not offered in eu-west-1", 4),
     ("image not published in the region", LLM + "region: eu-north-1\n", "eu-north-1", 18),
     ("reserved tag", INFERENCE + "tags: {'neurondeploy:deployment': x}\n", "reserved prefix", 10),
     ("bad vpc id", INFERENCE + "network:\n  vpc_id: vpc-XYZ\n", "network.vpc_id", 11),
-    ("subnets without vpc", INFERENCE + "network:\n  public_subnet_ids: [subnet-0123456789abcdef0]\n", "without vpc_id", 10),
+    (
+        "subnets without vpc",
+        INFERENCE + "network:\n  public_subnet_ids: [subnet-0123456789abcdef0]\n",
+        "without vpc_id",
+        10,
+    ),
     ("bad cidr", INFERENCE + "network:\n  allowed_cidrs: [10.0.0.0/33]\n", "not a CIDR", 11),
     ("bad role arn", INFERENCE + "iam:\n  role_arn: my-role\n", "iam.role_arn", 11),
-    ("text generation with our container", INFERENCE.replace("task: feature-extraction", "task: text-generation"), "hf-vllm", 7),
+    (
+        "text generation with our container",
+        INFERENCE.replace("task: feature-extraction", "task: text-generation"),
+        "hf-vllm",
+        7,
+    ),
     ("trn1 volume on endpoint", INFERENCE.replace("inf2.xlarge", "trn1.2xlarge") + "  volume_gib: 100\n", "NVMe", 10),
     ("SDK without torch-neuronx", INFERENCE + "neuron_sdk_version: 2.32.0\n", "neuron_sdk_version", 10),
-    ("model does not fit", INFERENCE.replace("{layers: 6, hidden_size: 384, attention_heads: 12, vocab_size: 30522}",
-                                             "{layers: 80, hidden_size: 8192, attention_heads: 64, vocab_size: 128256}"),
-     "does not fit", 9),
+    (
+        "model does not fit",
+        INFERENCE.replace(
+            "{layers: 6, hidden_size: 384, attention_heads: 12, vocab_size: 30522}",
+            "{layers: 80, hidden_size: 8192, attention_heads: 64, vocab_size: 128256}",
+        ),
+        "does not fit",
+        9,
+    ),
     ("binary garbage", b"\x89PNG\r\n\x1a\n\xff\xfe\x00 binary", "not UTF-8", None),
     ("NUL bytes", "kind: inference\x00\n", "NUL", None),
     # training
     ("inf2 for training", TRAINING.replace("trn1.32xlarge", "inf2.48xlarge"), "inference chip", 4),
-    ("multi-node without EFA", TRAINING.replace("trn1.32xlarge", "trn1.2xlarge").replace("tensor_parallel: 8", "tensor_parallel: 2"),
-     "needs EFA", 5),
+    (
+        "multi-node without EFA",
+        TRAINING.replace("trn1.32xlarge", "trn1.2xlarge").replace("tensor_parallel: 8", "tensor_parallel: 2"),
+        "needs EFA",
+        5,
+    ),
     ("TP×PP×DP wrong", TRAINING + "  data_parallel: 4\n", "TP×PP×DP", 8),
     ("training TP illegal", TRAINING.replace("tensor_parallel: 8", "tensor_parallel: 4"), "not legal", 7),
     ("spot without checkpoints", TRAINING + "spot: {enabled: true, max_wait_s: 200000}\n", "checkpoint.s3_uri", 8),
-    ("spot wait below runtime", TRAINING + "checkpoint: {s3_uri: 's3://bkt-a/ck'}\nspot: {enabled: true, max_wait_s: 60}\nmax_runtime_s: 3600\n",
-     "below max_runtime_s", 9),
+    (
+        "spot wait below runtime",
+        TRAINING
+        + "checkpoint: {s3_uri: 's3://bkt-a/ck'}\nspot: {enabled: true, max_wait_s: 60}\nmax_runtime_s: 3600\n",
+        "below max_runtime_s",
+        9,
+    ),
     ("microbatches without PP", TRAINING + "  microbatches: 4\n", "needs pipeline_parallel", 8),
     ("bad s3 uri", TRAINING + "compile_cache_uri: /tmp/cache\n", "compile_cache_uri", 8),
     ("training on an old SDK path", TRAINING + "neuron_sdk_version: 2.30.0\n", "neuron_sdk_version", 8),
     ("hyperparameter as a list", TRAINING + "hyperparameters: {lr: [1, 2]}\n", "hyperparameters.lr", 8),
-    ("training does not fit", TRAINING + "architecture: {layers: 80, hidden_size: 8192, attention_heads: 64, vocab_size: 128256}\n",
-     "does not fit", 7),
+    (
+        "training does not fit",
+        TRAINING + "architecture: {layers: 80, hidden_size: 8192, attention_heads: 64, vocab_size: 128256}\n",
+        "does not fit",
+        7,
+    ),
 ]
 
 
@@ -179,29 +288,62 @@ def test_broken_spec_is_refused_in_one_clear_line(tmp_path, capsys, text, expect
 def test_cli_process_prints_no_traceback_for_garbage(tmp_path):
     spec = tmp_path / "garbage.yaml"
     spec.write_bytes(bytes(range(256)) * 4)
-    result = subprocess.run([sys.executable, "-m", "neurondeploy.cli", "plan", str(spec)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "plan", str(spec)], capture_output=True, text=True
+    )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_missing_file_is_one_line(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "neurondeploy.cli", "validate", str(tmp_path / "nope.yaml")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "validate", str(tmp_path / "nope.yaml")],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode != 0
-    assert result.stderr.strip() == f"error: {tmp_path / 'nope.yaml'}: no such file (fix: check the path; templates/ has examples)"
+    assert (
+        result.stderr.strip()
+        == f"error: {tmp_path / 'nope.yaml'}: no such file (fix: check the path; templates/ has examples)"
+    )
 
 
 yaml_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=12))
-yaml_values = st.recursive(yaml_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                           max_leaves=12)
-known_keys = st.sampled_from(["kind", "name", "task", "model", "compile", "deployment", "network", "tls", "dns", "distribution",
-                              "instance_type", "entry_point", "spot", "checkpoint", "tags", "region", "path", "batch_sizes"])
+yaml_values = st.recursive(
+    yaml_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+known_keys = st.sampled_from(
+    [
+        "kind",
+        "name",
+        "task",
+        "model",
+        "compile",
+        "deployment",
+        "network",
+        "tls",
+        "dns",
+        "distribution",
+        "instance_type",
+        "entry_point",
+        "spot",
+        "checkpoint",
+        "tags",
+        "region",
+        "path",
+        "batch_sizes",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(document=st.dictionaries(known_keys | st.text(max_size=6), yaml_values, max_size=6),
-       kind=st.sampled_from(["inference", "training", None, 3]))
+@given(
+    document=st.dictionaries(known_keys | st.text(max_size=6), yaml_values, max_size=6),
+    kind=st.sampled_from(["inference", "training", None, 3]),
+)
 def test_random_yaml_never_raises_a_traceback(tmp_path, capsys, document, kind):
     import yaml
 

@@ -9,57 +9,96 @@ import json
 import pytest
 
 from neurondeploy.errors import PlanError
-from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.planner.context import plan_context
+from neurondeploy.resources.deployment import deployment_resources
+from neurondeploy.resources.graph import check_resources, creation_order
+from neurondeploy.resources.model import PlanContext, Request, Resource, extract_outputs
+from neurondeploy.resources.naming import DEPLOYMENT_TAG, MANAGED_BY_TAG
 from neurondeploy.resources.refs import find_refs, is_ref, ref
 from neurondeploy.resources.validation import validate_request
-from neurondeploy.resources.naming import DEPLOYMENT_TAG, MANAGED_BY_TAG
-from neurondeploy.resources.model import PlanContext, Request, Resource, extract_outputs
-from neurondeploy.resources.graph import check_resources, creation_order
 from neurondeploy.specs import InferenceSpec, TrainingSpec
 
 NAME24 = "abcdefghij-klmnopqrst-uv"
-CTX = PlanContext(run_id="r20260901-1", serving_image_uri="111122223333.dkr.ecr.us-east-1.amazonaws.com/neurondeploy:0.1.0")
+CTX = PlanContext(
+    run_id="r20260901-1", serving_image_uri="111122223333.dkr.ecr.us-east-1.amazonaws.com/neurondeploy:0.1.0"
+)
 
 
 def ec2_tls_spec(**network) -> InferenceSpec:
-    return InferenceSpec.model_validate({
-        "kind": "inference", "name": NAME24, "task": "feature-extraction", "model": {"path": "model"},
-        "tags": {"team": "ml"},
-        "deployment": {"platform": "ec2", "instance_type": "inf2.xlarge", "instance_count": 2,
-                       "autoscaling": {"min_instances": 1, "max_instances": 4}},
-        "network": {"instance_subnets": "private", "allowed_cidrs": ["203.0.113.0/24", "198.51.100.0/24"], **network},
-        "dns": {"hosted_zone_id": "Z0123456789ABC", "zone_name": "example.com", "record_name": "api.example.com"},
-        "tls": {},
-    })
+    return InferenceSpec.model_validate(
+        {
+            "kind": "inference",
+            "name": NAME24,
+            "task": "feature-extraction",
+            "model": {"path": "model"},
+            "tags": {"team": "ml"},
+            "deployment": {
+                "platform": "ec2",
+                "instance_type": "inf2.xlarge",
+                "instance_count": 2,
+                "autoscaling": {"min_instances": 1, "max_instances": 4},
+            },
+            "network": {
+                "instance_subnets": "private",
+                "allowed_cidrs": ["203.0.113.0/24", "198.51.100.0/24"],
+                **network,
+            },
+            "dns": {"hosted_zone_id": "Z0123456789ABC", "zone_name": "example.com", "record_name": "api.example.com"},
+            "tls": {},
+        }
+    )
 
 
 def endpoint_spec(instance_type: str = "inf2.xlarge", **deployment) -> InferenceSpec:
-    return InferenceSpec.model_validate({
-        "kind": "inference", "name": NAME24, "task": "text-classification", "model": {"path": "model"},
-        "deployment": {"instance_type": instance_type, "autoscaling": {"min_instances": 1, "max_instances": 3},
-                       **deployment},
-    })
+    return InferenceSpec.model_validate(
+        {
+            "kind": "inference",
+            "name": NAME24,
+            "task": "text-classification",
+            "model": {"path": "model"},
+            "deployment": {
+                "instance_type": instance_type,
+                "autoscaling": {"min_instances": 1, "max_instances": 3},
+                **deployment,
+            },
+        }
+    )
 
 
 def llm_spec(kind: str, **container) -> InferenceSpec:
-    return InferenceSpec.model_validate({
-        "kind": "inference", "name": "llama", "task": "text-generation",
-        "model": {"hf_model_id": "meta-llama/Llama-3.1-8B-Instruct"},
-        "compile": {"batch_sizes": [4], "sequence_lengths": [4096]},
-        "deployment": {"instance_type": "inf2.48xlarge", "tensor_parallel": 24, "container": {"kind": kind, **container}},
-    })
+    return InferenceSpec.model_validate(
+        {
+            "kind": "inference",
+            "name": "llama",
+            "task": "text-generation",
+            "model": {"hf_model_id": "meta-llama/Llama-3.1-8B-Instruct"},
+            "compile": {"batch_sizes": [4], "sequence_lengths": [4096]},
+            "deployment": {
+                "instance_type": "inf2.48xlarge",
+                "tensor_parallel": 24,
+                "container": {"kind": kind, **container},
+            },
+        }
+    )
 
 
 def training_spec(instance_type: str = "trn1.32xlarge", **extra) -> TrainingSpec:
-    return TrainingSpec.model_validate({
-        "kind": "training", "name": NAME24, "entry_point": "train.py", "instance_type": instance_type,
-        "instance_count": 2, "distribution": {"tensor_parallel": 8, "zero1": True},
-        "checkpoint": {"s3_uri": "s3://my-bucket/ckpt"}, "spot": {"enabled": True, "max_wait_s": 172800},
-        "inputs": {"train": {"s3_uri": "s3://my-bucket/data/train", "distribution": "ShardedByS3Key"}},
-        "compile_cache_uri": "s3://my-bucket/neuron-cache", "hyperparameters": {"lr": 0.0003, "epochs": 3},
-        **extra,
-    })
+    return TrainingSpec.model_validate(
+        {
+            "kind": "training",
+            "name": NAME24,
+            "entry_point": "train.py",
+            "instance_type": instance_type,
+            "instance_count": 2,
+            "distribution": {"tensor_parallel": 8, "zero1": True},
+            "checkpoint": {"s3_uri": "s3://my-bucket/ckpt"},
+            "spot": {"enabled": True, "max_wait_s": 172800},
+            "inputs": {"train": {"s3_uri": "s3://my-bucket/data/train", "distribution": "ShardedByS3Key"}},
+            "compile_cache_uri": "s3://my-bucket/neuron-cache",
+            "hyperparameters": {"lr": 0.0003, "epochs": 3},
+            **extra,
+        }
+    )
 
 
 SPECS = {
@@ -90,8 +129,12 @@ def first(resources: list[Resource], operation: str) -> Request:
 
 def test_every_request_passes_strict_validation(built):
     _, resources = built
-    problems = [f"{r.name} {q.operation}: {p}" for r in resources for q in r.create + r.delete
-                for p in validate_request(q.service, q.operation, q.params)]
+    problems = [
+        f"{r.name} {q.operation}: {p}"
+        for r in resources
+        for q in r.create + r.delete
+        for p in validate_request(q.service, q.operation, q.params)
+    ]
     assert problems == []
 
 
@@ -191,19 +234,32 @@ def test_instance_security_group_admits_only_the_alb_group_on_the_serving_port()
     ingress = [q for q in index["sg-instances"].create if q.operation == "AuthorizeSecurityGroupIngress"]
     permissions = [p for q in ingress for p in q.params["IpPermissions"]]
     assert permissions and all(
-        p["IpProtocol"] == "tcp" and p["FromPort"] == p["ToPort"] == 8080 and not p.get("IpRanges")
-        and not p.get("Ipv6Ranges") and [g["GroupId"] for g in p["UserIdGroupPairs"]] == [ref("sg-alb", "GroupId")]
-        for p in permissions)
-    all_ports = {p.get("FromPort") for r in index.values() for q in r.create
-                 if q.operation == "AuthorizeSecurityGroupIngress" for p in q.params["IpPermissions"]}
+        p["IpProtocol"] == "tcp"
+        and p["FromPort"] == p["ToPort"] == 8080
+        and not p.get("IpRanges")
+        and not p.get("Ipv6Ranges")
+        and [g["GroupId"] for g in p["UserIdGroupPairs"]] == [ref("sg-alb", "GroupId")]
+        for p in permissions
+    )
+    all_ports = {
+        p.get("FromPort")
+        for r in index.values()
+        for q in r.create
+        if q.operation == "AuthorizeSecurityGroupIngress"
+        for p in q.params["IpPermissions"]
+    }
     assert 22 not in all_ports
 
 
 def test_alb_admits_only_allowed_cidrs_on_80_and_443_and_reaches_only_instances():
     spec = ec2_tls_spec()
     index = by_name(ec2_resources(spec))
-    permissions = [p for q in index["sg-alb"].create if q.operation == "AuthorizeSecurityGroupIngress"
-                   for p in q.params["IpPermissions"]]
+    permissions = [
+        p
+        for q in index["sg-alb"].create
+        if q.operation == "AuthorizeSecurityGroupIngress"
+        for p in q.params["IpPermissions"]
+    ]
     assert sorted(p["FromPort"] for p in permissions) == [80, 443]
     for p in permissions:
         assert p["FromPort"] == p["ToPort"] and not p.get("UserIdGroupPairs") and not p.get("Ipv6Ranges")
@@ -211,8 +267,14 @@ def test_alb_admits_only_allowed_cidrs_on_80_and_443_and_reaches_only_instances(
     revoke = next(q for q in index["sg-alb"].create if q.operation == "RevokeSecurityGroupEgress")
     assert revoke.params["IpPermissions"][0]["IpRanges"] == [{"CidrIp": "0.0.0.0/0"}]
     egress = index["sg-alb-egress"].create[0].params["IpPermissions"]
-    assert egress == [{"IpProtocol": "tcp", "FromPort": 8080, "ToPort": 8080,
-                       "UserIdGroupPairs": [{"GroupId": ref("sg-instances", "GroupId"), "Description": "instances"}]}]
+    assert egress == [
+        {
+            "IpProtocol": "tcp",
+            "FromPort": 8080,
+            "ToPort": 8080,
+            "UserIdGroupPairs": [{"GroupId": ref("sg-instances", "GroupId"), "Description": "instances"}],
+        }
+    ]
 
 
 def test_tls_listeners_certificate_and_dns():
@@ -223,7 +285,10 @@ def test_tls_listeners_certificate_and_dns():
     assert https["Certificates"] == [{"CertificateArn": ref("certificate", "CertificateArn")}]
     assert "cert-validation-record" in index["listener-https"].depends_on  # only a validated certificate attaches
     http = index["listener-http"].create[0].params
-    assert http["DefaultActions"][0]["Type"] == "redirect" and http["DefaultActions"][0]["RedirectConfig"]["Protocol"] == "HTTPS"
+    assert (
+        http["DefaultActions"][0]["Type"] == "redirect"
+        and http["DefaultActions"][0]["RedirectConfig"]["Protocol"] == "HTTPS"
+    )
     assert index["certificate"].create[0].params["ValidationMethod"] == "DNS"
     validation = index["cert-validation-record"].create[0]
     record = validation.params["ChangeBatch"]["Changes"][0]["ResourceRecordSet"]
@@ -235,12 +300,23 @@ def test_tls_listeners_certificate_and_dns():
     alias = index["dns-alias"].create[0].params["ChangeBatch"]["Changes"][0]["ResourceRecordSet"]
     assert alias["AliasTarget"]["DNSName"] == ref("alb", "DNSName") and "dns-owner" in index["dns-alias"].depends_on
     target_group = index["target-group"].create[0].params
-    assert (target_group["HealthCheckPath"], target_group["Matcher"], target_group["Port"]) == ("/ping", {"HttpCode": "200"}, 8080)
+    assert (target_group["HealthCheckPath"], target_group["Matcher"], target_group["Port"]) == (
+        "/ping",
+        {"HttpCode": "200"},
+        8080,
+    )
 
 
 def test_without_tls_http_forwards_and_only_80_is_open():
-    spec = InferenceSpec.model_validate({"kind": "inference", "name": "plain", "task": "feature-extraction",
-                                         "model": {"path": "m"}, "deployment": {"platform": "ec2"}})
+    spec = InferenceSpec.model_validate(
+        {
+            "kind": "inference",
+            "name": "plain",
+            "task": "feature-extraction",
+            "model": {"path": "m"},
+            "deployment": {"platform": "ec2"},
+        }
+    )
     resources = deployment_resources(spec, CTX)
     index = by_name(resources)
     assert "listener-https" not in index and "certificate" not in index and "dns-alias" not in index
@@ -253,7 +329,10 @@ def test_without_tls_http_forwards_and_only_80_is_open():
 def test_private_instances_sit_behind_one_nat_gateway_and_wait_for_routes():
     index = by_name(ec2_resources())
     asg = index["asg"]
-    assert asg.create[0].params["VPCZoneIdentifier"] == f"{ref('subnet-private-1', 'SubnetId')},{ref('subnet-private-2', 'SubnetId')}"
+    assert (
+        asg.create[0].params["VPCZoneIdentifier"]
+        == f"{ref('subnet-private-1', 'SubnetId')},{ref('subnet-private-2', 'SubnetId')}"
+    )
     assert {"rt-private", "rta-private-1", "rta-private-2"} <= set(asg.depends_on)
     assert index["nat"].hourly_usd == 0.045 and index["alb"].hourly_usd == 0.0225
     assert index["rt-private"].create[1].params["NatGatewayId"] == ref("nat", "NatGatewayId")
@@ -268,7 +347,9 @@ def test_launch_template_imdsv2_encrypted_no_ssh_and_user_data():
     script = base64.b64decode(data["UserData"]).decode()
     assert script.startswith("#!/bin/bash") and "systemctl enable --now neurondeploy.service" in script
     assert "/opt/aws_neuronx_venv_pytorch_2_9/bin/pip install" in script and "neurondeploy serve" in script
-    assert index["ami"].create[0].params == {"Name": "/aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04/latest/image_id"}
+    assert index["ami"].create[0].params == {
+        "Name": "/aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04/latest/image_id"
+    }
 
 
 def test_autoscaling_tracks_alb_requests_per_target():
@@ -276,23 +357,44 @@ def test_autoscaling_tracks_alb_requests_per_target():
     create = index["asg"].create[0].params
     assert (create["MinSize"], create["MaxSize"], create["DesiredCapacity"]) == (1, 4, 2)
     policy = index["asg"].create[1].params["TargetTrackingConfiguration"]["PredefinedMetricSpecification"]
-    assert policy == {"PredefinedMetricType": "ALBRequestCountPerTarget",
-                      "ResourceLabel": f"{ref('alb', 'FullName')}/{ref('target-group', 'FullName')}"}
+    assert policy == {
+        "PredefinedMetricType": "ALBRequestCountPerTarget",
+        "ResourceLabel": f"{ref('alb', 'FullName')}/{ref('target-group', 'FullName')}",
+    }
 
 
 def test_resource_label_outputs_come_from_the_arns():
     index = by_name(ec2_resources())
-    alb = extract_outputs(index["alb"].create[0], {"LoadBalancers": [{
-        "LoadBalancerArn": "arn:aws:elasticloadbalancing:us-east-1:111122223333:loadbalancer/app/x-alb/50dc6c495c0c9188"}]})
-    group = extract_outputs(index["target-group"].create[0], {"TargetGroups": [{
-        "TargetGroupArn": "arn:aws:elasticloadbalancing:us-east-1:111122223333:targetgroup/x-tg/73e2d6bc24d8a067"}]})
+    alb = extract_outputs(
+        index["alb"].create[0],
+        {
+            "LoadBalancers": [
+                {
+                    "LoadBalancerArn": "arn:aws:elasticloadbalancing:us-east-1:111122223333:loadbalancer/app/x-alb/50dc6c495c0c9188"
+                }
+            ]
+        },
+    )
+    group = extract_outputs(
+        index["target-group"].create[0],
+        {
+            "TargetGroups": [
+                {
+                    "TargetGroupArn": "arn:aws:elasticloadbalancing:us-east-1:111122223333:targetgroup/x-tg/73e2d6bc24d8a067"
+                }
+            ]
+        },
+    )
     assert alb["FullName"] == "app/x-alb/50dc6c495c0c9188"
     assert group["FullName"] == "targetgroup/x-tg/73e2d6bc24d8a067"
 
 
 def test_existing_vpc_creates_no_network():
-    spec = ec2_tls_spec(vpc_id="vpc-0123456789abcdef0", public_subnet_ids=["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
-                        instance_subnet_ids=["subnet-0cccccccccccccccc"])
+    spec = ec2_tls_spec(
+        vpc_id="vpc-0123456789abcdef0",
+        public_subnet_ids=["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
+        instance_subnet_ids=["subnet-0cccccccccccccccc"],
+    )
     resources = deployment_resources(spec, CTX)
     assert not {r.type for r in resources} & {"ec2:vpc", "ec2:subnet", "ec2:nat-gateway", "ec2:internet-gateway"}
     index = by_name(resources)
@@ -302,8 +404,9 @@ def test_existing_vpc_creates_no_network():
 
 
 def test_given_availability_zones_and_account_skip_the_lookups():
-    resources = deployment_resources(ec2_tls_spec(), PlanContext(availability_zones=("us-east-1c", "us-east-1d"),
-                                                                 account_id="111122223333"))
+    resources = deployment_resources(
+        ec2_tls_spec(), PlanContext(availability_zones=("us-east-1c", "us-east-1d"), account_id="111122223333")
+    )
     index = by_name(resources)
     assert "azs" not in index and index["subnet-public-2"].create[0].params["AvailabilityZone"] == "us-east-1d"
     assert "account" not in index and check_resources(resources) == []
@@ -315,16 +418,28 @@ def test_shared_bucket_is_private_and_never_destroyed():
 
     bucket = shared_bucket_resource("eu-west-1", PlanContext(account_id="111122223333"))
     assert bucket.delete == ()
-    assert bucket.create[0].params == {"Bucket": "neurondeploy-111122223333-eu-west-1",
-                                       "CreateBucketConfiguration": {"LocationConstraint": "eu-west-1"}}
+    assert bucket.create[0].params == {
+        "Bucket": "neurondeploy-111122223333-eu-west-1",
+        "CreateBucketConfiguration": {"LocationConstraint": "eu-west-1"},
+    }
     assert all(validate_request(q.service, q.operation, q.params) == [] for q in bucket.create)
     assert bucket.create[1].params["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True
 
 
 def test_names_fit_aws_limits_for_a_24_character_spec_name():
-    limits = {"LoadBalancerName": 32, "Name": 32, "RoleName": 64, "InstanceProfileName": 128, "LaunchTemplateName": 128,
-              "AutoScalingGroupName": 255, "GroupName": 255, "ModelName": 63, "EndpointConfigName": 63,
-              "EndpointName": 63, "TrainingJobName": 63}
+    limits = {
+        "LoadBalancerName": 32,
+        "Name": 32,
+        "RoleName": 64,
+        "InstanceProfileName": 128,
+        "LaunchTemplateName": 128,
+        "AutoScalingGroupName": 255,
+        "GroupName": 255,
+        "ModelName": 63,
+        "EndpointConfigName": 63,
+        "EndpointName": 63,
+        "TrainingJobName": 63,
+    }
     checked = set()
     for make in SPECS.values():
         spec = make()
@@ -360,8 +475,18 @@ def test_trn1_endpoint_never_sends_volume_size():
 
 
 def test_volume_grows_with_model_size_and_is_capped():
-    assert variant(deployment_resources(endpoint_spec(), PlanContext(serving_image_uri="x", model_size_gib=40.2)))["VolumeSizeInGB"] == 121
-    assert variant(deployment_resources(endpoint_spec(), PlanContext(serving_image_uri="x", model_size_gib=400)))["VolumeSizeInGB"] == 512
+    assert (
+        variant(deployment_resources(endpoint_spec(), PlanContext(serving_image_uri="x", model_size_gib=40.2)))[
+            "VolumeSizeInGB"
+        ]
+        == 121
+    )
+    assert (
+        variant(deployment_resources(endpoint_spec(), PlanContext(serving_image_uri="x", model_size_gib=400)))[
+            "VolumeSizeInGB"
+        ]
+        == 512
+    )
     assert variant(deployment_resources(endpoint_spec(volume_gib=64), CTX))["VolumeSizeInGB"] == 64
     with pytest.raises(PlanError):
         deployment_resources(endpoint_spec(volume_gib=600), CTX)
@@ -373,15 +498,21 @@ def test_endpoint_autoscaling_tracks_invocations_per_instance():
     assert register["ResourceId"] == f"endpoint/{NAME24}/variant/AllTraffic"
     assert register["ScalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
     assert policy["TargetTrackingScalingPolicyConfiguration"]["PredefinedMetricSpecification"] == {
-        "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"}
+        "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
+    }
     assert "endpoint" in index["endpoint-scaling"].depends_on
 
 
 def test_hf_vllm_environment():
     resources = deployment_resources(llm_spec("hf-vllm"), CTX)
     container = first(resources, "CreateModel").params["PrimaryContainer"]
-    assert container["Environment"] == {"SM_ON_MODEL": "meta-llama/Llama-3.1-8B-Instruct", "SM_ON_TENSOR_PARALLEL_SIZE": "24",
-                                        "SM_ON_BATCH_SIZE": "4", "SM_ON_SEQUENCE_LENGTH": "4096", "SM_ON_PORT": "8080"}
+    assert container["Environment"] == {
+        "SM_ON_MODEL": "meta-llama/Llama-3.1-8B-Instruct",
+        "SM_ON_TENSOR_PARALLEL_SIZE": "24",
+        "SM_ON_BATCH_SIZE": "4",
+        "SM_ON_SEQUENCE_LENGTH": "4096",
+        "SM_ON_PORT": "8080",
+    }
     assert "huggingface-vllm-inference-neuronx" in container["Image"] and "ModelDataUrl" not in container
     assert variant(resources)["VolumeSizeInGB"] == 512  # weights come from the Hub; size unknown
 
@@ -405,8 +536,9 @@ def test_execution_role_is_scoped_and_skipped_when_given():
     assert not any(a.endswith("*") for a in actions)
     read = next(s for s in policy["Statement"] if s["Sid"] == "ReadS3")
     assert read["Resource"] == [f"arn:aws:s3:::neurondeploy-{ref('account', 'Account')}-us-east-1/{NAME24}/artifact/*"]
-    given = endpoint_spec().model_copy(update={"iam": endpoint_spec().iam.model_copy(
-        update={"role_arn": "arn:aws:iam::111122223333:role/existing"})})
+    given = endpoint_spec().model_copy(
+        update={"iam": endpoint_spec().iam.model_copy(update={"role_arn": "arn:aws:iam::111122223333:role/existing"})}
+    )
     resources = deployment_resources(given, CTX)
     assert "execution-role" not in by_name(resources)
     assert first(resources, "CreateModel").params["ExecutionRoleArn"] == "arn:aws:iam::111122223333:role/existing"
@@ -415,18 +547,31 @@ def test_execution_role_is_scoped_and_skipped_when_given():
 def test_model_and_config_names_follow_their_content():
     one = first(deployment_resources(endpoint_spec(), CTX), "CreateModel").params["ModelName"]
     same = first(deployment_resources(endpoint_spec(), CTX), "CreateModel").params["ModelName"]
-    other = first(deployment_resources(endpoint_spec(), PlanContext(serving_image_uri="111122223333.dkr.ecr.us-east-1.amazonaws.com/neurondeploy:0.2.0")),
-                  "CreateModel").params["ModelName"]
+    other = first(
+        deployment_resources(
+            endpoint_spec(),
+            PlanContext(serving_image_uri="111122223333.dkr.ecr.us-east-1.amazonaws.com/neurondeploy:0.2.0"),
+        ),
+        "CreateModel",
+    ).params["ModelName"]
     assert one == same != other
 
 
 def test_vpc_config_with_existing_subnets_gets_its_own_group():
-    spec = InferenceSpec.model_validate({
-        "kind": "inference", "name": "invpc", "task": "feature-extraction", "model": {"path": "m"},
-        "network": {"vpc_id": "vpc-0123456789abcdef0", "instance_subnet_ids": ["subnet-0cccccccccccccccc"]}})
+    spec = InferenceSpec.model_validate(
+        {
+            "kind": "inference",
+            "name": "invpc",
+            "task": "feature-extraction",
+            "model": {"path": "m"},
+            "network": {"vpc_id": "vpc-0123456789abcdef0", "instance_subnet_ids": ["subnet-0cccccccccccccccc"]},
+        }
+    )
     resources = deployment_resources(spec, CTX)
     assert first(resources, "CreateModel").params["VpcConfig"] == {
-        "SecurityGroupIds": [ref("sg-sagemaker", "GroupId")], "Subnets": ["subnet-0cccccccccccccccc"]}
+        "SecurityGroupIds": [ref("sg-sagemaker", "GroupId")],
+        "Subnets": ["subnet-0cccccccccccccccc"],
+    }
     assert not any(q.operation == "AuthorizeSecurityGroupIngress" for q in by_name(resources)["sg-sagemaker"].create)
     assert check_resources(resources) == []
 
@@ -463,8 +608,15 @@ def test_trn1n_multi_node_sets_efa_variables_the_container_misses():
 
 
 def test_single_node_and_precision_environment():
-    spec = TrainingSpec.model_validate({"kind": "training", "name": "small", "entry_point": "t.py", "parallel_compile": True,
-                                        "distribution": {"precision": "bf16-stochastic-rounding"}})
+    spec = TrainingSpec.model_validate(
+        {
+            "kind": "training",
+            "name": "small",
+            "entry_point": "t.py",
+            "parallel_compile": True,
+            "distribution": {"precision": "bf16-stochastic-rounding"},
+        }
+    )
     env = training_job(spec)["Environment"]
     assert "FI_PROVIDER" not in env and env["RUN_NEURON_PARALLEL_COMPILE"] == "1"
     assert env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "1"

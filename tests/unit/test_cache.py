@@ -17,7 +17,10 @@ from neurondeploy.errors import CacheError, NeurondeployError
 
 PARTS = {
     "model_digest": "sha256:" + "ab" * 32,
-    "bucket": {"input_ids": {"shape": [1, 128], "dtype": "int64"}, "attention_mask": {"shape": [1, 128], "dtype": "int64"}},
+    "bucket": {
+        "input_ids": {"shape": [1, 128], "dtype": "int64"},
+        "attention_mask": {"shape": [1, 128], "dtype": "int64"},
+    },
     "compiler_args": ["--auto-cast", "none", "-O2"],
     "backend": "neuron",
     "target": "inf2",
@@ -69,16 +72,31 @@ def test_key_is_stable_under_dict_ordering():
     assert len(cache_key(PARTS)) == 64 and int(cache_key(PARTS), 16) >= 0
 
 
-@pytest.mark.parametrize("part, value", [
-    ("model_digest", "sha256:" + "cd" * 32),
-    ("bucket", {"input_ids": {"shape": [1, 256], "dtype": "int64"}, "attention_mask": {"shape": [1, 128], "dtype": "int64"}}),
-    ("bucket", {"input_ids": {"shape": [1, 128], "dtype": "int32"}, "attention_mask": {"shape": [1, 128], "dtype": "int64"}}),
-    ("compiler_args", ["--auto-cast", "none", "-O1"]),
-    ("compiler_args", ["-O2", "--auto-cast", "none"]),  # order of compiler flags is meaningful
-    ("backend", "cpu"),
-    ("target", "trn1"),
-    ("compiler_version", "2.21.1"),
-])
+@pytest.mark.parametrize(
+    "part, value",
+    [
+        ("model_digest", "sha256:" + "cd" * 32),
+        (
+            "bucket",
+            {
+                "input_ids": {"shape": [1, 256], "dtype": "int64"},
+                "attention_mask": {"shape": [1, 128], "dtype": "int64"},
+            },
+        ),
+        (
+            "bucket",
+            {
+                "input_ids": {"shape": [1, 128], "dtype": "int32"},
+                "attention_mask": {"shape": [1, 128], "dtype": "int64"},
+            },
+        ),
+        ("compiler_args", ["--auto-cast", "none", "-O1"]),
+        ("compiler_args", ["-O2", "--auto-cast", "none"]),  # order of compiler flags is meaningful
+        ("backend", "cpu"),
+        ("target", "trn1"),
+        ("compiler_version", "2.21.1"),
+    ],
+)
 def test_key_changes_when_any_part_changes(part, value):
     assert cache_key({**PARTS, part: value}) != cache_key(PARTS)
 
@@ -111,7 +129,9 @@ def test_bad_keys_are_refused(cache):
 
 
 def test_importing_the_cache_does_not_import_boto3():
-    code = "import sys, neurondeploy.compiler.cache; assert 'boto3' not in sys.modules and 'botocore' not in sys.modules"
+    code = (
+        "import sys, neurondeploy.compiler.cache; assert 'boto3' not in sys.modules and 'botocore' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -208,12 +228,15 @@ def test_failed_build_stores_nothing_and_reraises(cache):
     assert result.source == "built"
 
 
-@pytest.mark.parametrize("bad_output, message", [
-    ("record_name", "reserves"),
-    ("symlink", "symbolic link"),
-    ("not_json", "not JSON"),
-    ("not_mapping", "not a mapping"),
-])
+@pytest.mark.parametrize(
+    "bad_output, message",
+    [
+        ("record_name", "reserves"),
+        ("symlink", "symbolic link"),
+        ("not_json", "not JSON"),
+        ("not_mapping", "not a mapping"),
+    ],
+)
 def test_bad_build_output_stores_nothing(cache, bad_output, message):
     key = key_of(5)
 

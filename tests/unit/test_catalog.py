@@ -77,7 +77,11 @@ def test_inf2_is_not_a_training_type():
 
 
 def test_multi_node_efa_only_on_the_big_trainium_types():
-    assert {it.name for it in ALL.values() if it.efa_devices > 0} == {"trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge"}
+    assert {it.name for it in ALL.values() if it.efa_devices > 0} == {
+        "trn1.32xlarge",
+        "trn1n.32xlarge",
+        "trn2.48xlarge",
+    }
     assert catalog.get_instance("trn1.32xlarge").efa_devices == 8
     assert catalog.get_instance("trn1n.32xlarge").efa_devices == 16
     assert not catalog.get_instance("trn1.2xlarge").multi_node
@@ -278,8 +282,14 @@ def test_instance_regions_have_images():
 
 def test_accounts_match_the_facts():
     assert catalog.dlc_account("us-east-1") == "763104351884"
-    expected = {"ap-south-2": "772153158452", "eu-central-2": "380420809688", "il-central-1": "780543022126",
-                "ca-west-1": "204538143572", "cn-north-1": "727897471807", "us-gov-west-1": "442386744353"}
+    expected = {
+        "ap-south-2": "772153158452",
+        "eu-central-2": "380420809688",
+        "il-central-1": "780543022126",
+        "ca-west-1": "204538143572",
+        "cn-north-1": "727897471807",
+        "us-gov-west-1": "442386744353",
+    }
     assert {r: catalog.dlc_account(r) for r in expected} == expected
     assert len(catalog.image_regions("vllm")) == 11
 
@@ -288,7 +298,9 @@ def test_image_uri_forms():
     uri = catalog.image_uri("pytorch-training-neuronx", "cn-north-1", "t")
     assert uri.split("/")[0].endswith(".amazonaws.com.cn")
     assert uri == "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/pytorch-training-neuronx:t"
-    assert catalog.image_uri("djl-inference", "eu-west-1", "t").startswith("763104351884.dkr.ecr.eu-west-1.amazonaws.com/")
+    assert catalog.image_uri("djl-inference", "eu-west-1", "t").startswith(
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/"
+    )
     with pytest.raises(CatalogError, match="isolated"):
         catalog.image_uri("pytorch-training-neuronx", "us-iso-east-1", "t")
     with pytest.raises(CatalogError) as err:

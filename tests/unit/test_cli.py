@@ -35,7 +35,9 @@ def test_help_returns_quickly():
 
 
 def test_schema_describes_every_field():
-    result = subprocess.run([sys.executable, "-m", "neurondeploy.cli", "schema", "inference"], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "schema", "inference"], capture_output=True, text=True, check=True
+    )
     schema = json.loads(result.stdout)
     undescribed = []
 

@@ -12,12 +12,32 @@ from neurondeploy.specs.inference import CompileSpec
 
 def test_default_flags_are_explicit_about_auto_cast():
     # --auto-cast defaults changed in SDK 2.27 (matmult -> none): never rely on the default.
-    assert neuron_compiler_args(CompileSpec(), "inf2") == ["--target", "inf2", "--auto-cast", "none", "--model-type", "generic", "--optlevel=2"]
+    assert neuron_compiler_args(CompileSpec(), "inf2") == [
+        "--target",
+        "inf2",
+        "--auto-cast",
+        "none",
+        "--model-type",
+        "generic",
+        "--optlevel=2",
+    ]
 
 
 def test_cast_type_only_when_something_is_cast():
-    args = neuron_compiler_args(CompileSpec(auto_cast="all", auto_cast_type="fp8_e4m3", model_type="unet-inference", optlevel=3), "trn2")
-    assert args == ["--target", "trn2", "--auto-cast", "all", "--auto-cast-type", "fp8_e4m3", "--model-type", "unet-inference", "--optlevel=3"]
+    args = neuron_compiler_args(
+        CompileSpec(auto_cast="all", auto_cast_type="fp8_e4m3", model_type="unet-inference", optlevel=3), "trn2"
+    )
+    assert args == [
+        "--target",
+        "trn2",
+        "--auto-cast",
+        "all",
+        "--auto-cast-type",
+        "fp8_e4m3",
+        "--model-type",
+        "unet-inference",
+        "--optlevel=3",
+    ]
 
 
 def test_backend_selection(monkeypatch):

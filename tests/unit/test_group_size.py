@@ -9,8 +9,12 @@ from neurondeploy.serving.runtime import ModelRunner
 
 def runner(seconds: dict[int, float]):
     buckets = [(batch, 64) for batch in sorted(seconds)]
-    return SimpleNamespace(buckets=buckets, max_batch=max(seconds), max_length=64,
-                           bucket_seconds={(batch, 64): value for batch, value in seconds.items()})
+    return SimpleNamespace(
+        buckets=buckets,
+        max_batch=max(seconds),
+        max_length=64,
+        bucket_seconds={(batch, 64): value for batch, value in seconds.items()},
+    )
 
 
 def test_prefers_the_bucket_with_the_most_items_per_second():

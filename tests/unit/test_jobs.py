@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from neurondeploy.training import jobs
-from neurondeploy.training.logs import host_of
 from neurondeploy.resources.sagemaker import NAME_MAX
+from neurondeploy.training import jobs
 from neurondeploy.training.entry import parse_override
+from neurondeploy.training.logs import host_of
 
 
 def test_run_id_is_a_utc_timestamp_and_the_longest_job_name_fits():
@@ -17,10 +17,22 @@ def test_run_id_is_a_utc_timestamp_and_the_longest_job_name_fits():
     assert len("n" * 24 + "-" + jobs.new_run_id()) <= NAME_MAX  # specs cap names at 24
 
 
-@pytest.mark.parametrize(("given", "value"), [
-    ("5", 5), ("0.0003", 0.0003), ("1e-4", 1e-4), ("true", True), ("smoke", "smoke"), ('"5"', "5"),
-    ("[1, 2]", "[1, 2]"), ("null", "null"), (20, 20), ([1, 2], "[1, 2]"), (None, "null"),
-])
+@pytest.mark.parametrize(
+    ("given", "value"),
+    [
+        ("5", 5),
+        ("0.0003", 0.0003),
+        ("1e-4", 1e-4),
+        ("true", True),
+        ("smoke", "smoke"),
+        ('"5"', "5"),
+        ("[1, 2]", "[1, 2]"),
+        ("null", "null"),
+        (20, 20),
+        ([1, 2], "[1, 2]"),
+        (None, "null"),
+    ],
+)
 def test_hp_values_are_typed_like_yaml_scalars(given, value):
     assert parse_override(given) == value
 
@@ -35,19 +47,34 @@ def _job(**extra):
 
 
 def test_spot_savings_only_for_spot_jobs_with_both_times():
-    assert jobs.job_summary(_job(EnableManagedSpotTraining=True, TrainingTimeInSeconds=1000,
-                                 BillableTimeInSeconds=250))["spot_savings_pct"] == 75.0
+    assert (
+        jobs.job_summary(_job(EnableManagedSpotTraining=True, TrainingTimeInSeconds=1000, BillableTimeInSeconds=250))[
+            "spot_savings_pct"
+        ]
+        == 75.0
+    )
     assert jobs.job_summary(_job(TrainingTimeInSeconds=1000, BillableTimeInSeconds=1000))["spot_savings_pct"] is None
     assert jobs.job_summary(_job(EnableManagedSpotTraining=True))["spot_savings_pct"] is None
 
 
 def test_exit_codes_are_distinct_from_the_cli_s_other_codes():
-    assert [jobs.exit_code_of(s) for s in ("Completed", "Failed", "Stopped")] == [0, jobs.EXIT_JOB_FAILED, jobs.EXIT_JOB_STOPPED]
+    assert [jobs.exit_code_of(s) for s in ("Completed", "Failed", "Stopped")] == [
+        0,
+        jobs.EXIT_JOB_FAILED,
+        jobs.EXIT_JOB_STOPPED,
+    ]
     assert len({jobs.EXIT_JOB_FAILED, jobs.EXIT_JOB_STOPPED} & {0, 1, 2, 3, 4, 5, 6, 7, 8, 70, 130}) == 0
 
 
 def test_status_line_carries_the_failure_reason():
     start = datetime(2025, 1, 1, tzinfo=timezone.utc)
-    line = jobs.status_line(_job(TrainingJobStatus="Failed", SecondaryStatus="Failed", FailureReason="OOM",
-                                 TrainingStartTime=start, TrainingEndTime=start.replace(hour=1, minute=2, second=3)))
+    line = jobs.status_line(
+        _job(
+            TrainingJobStatus="Failed",
+            SecondaryStatus="Failed",
+            FailureReason="OOM",
+            TrainingStartTime=start,
+            TrainingEndTime=start.replace(hour=1, minute=2, second=3),
+        )
+    )
     assert line == "j: Failed / Failed, 1:02:03 elapsed (OOM)"

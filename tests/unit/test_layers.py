@@ -27,8 +27,20 @@ LAYERS: list[set[str]] = [
     {"cli"},
 ]
 # yaml is deferred by the catalog so that `import neurondeploy.catalog` stays cheap (tests/unit/test_catalog.py).
-HEAVY_OPTIONAL = {"torch", "torch_neuronx", "torch_xla", "transformers", "boto3", "botocore", "jmespath", "uvicorn",
-                  "starlette", "httpx", "rich", "yaml"}
+HEAVY_OPTIONAL = {
+    "torch",
+    "torch_neuronx",
+    "torch_xla",
+    "transformers",
+    "boto3",
+    "botocore",
+    "jmespath",
+    "uvicorn",
+    "starlette",
+    "httpx",
+    "rich",
+    "yaml",
+}
 
 
 def _layer_of(package: str) -> int:
@@ -63,7 +75,9 @@ def _imports(path: Path, module: str) -> list[tuple[str, bool, int]]:
     tree = ast.parse(path.read_text())
     module_level = set()
     for node in tree.body:  # module level includes `if TYPE_CHECKING:` / try blocks at the top
-        for inner in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ():
+        for inner in (
+            ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ()
+        ):
             module_level.add(id(inner))
     result = []
     for node in ast.walk(tree):
@@ -71,7 +85,9 @@ def _imports(path: Path, module: str) -> list[tuple[str, bool, int]]:
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = module.split(".")[: len(module.split(".")) - node.level + (1 if path.name == "__init__.py" else 0)]
+                base = module.split(".")[
+                    : len(module.split(".")) - node.level + (1 if path.name == "__init__.py" else 0)
+                ]
                 names = [".".join(base + ([node.module] if node.module else []))]
             else:
                 names = [node.module]
@@ -97,8 +113,10 @@ def test_no_layer_imports_a_higher_one_or_a_sibling():
             if other == own:
                 continue
             if _layer_of(other) >= _layer_of(own):
-                problems.append(f"{path.relative_to(PACKAGE.parent)}:{line}: neurondeploy.{own or '(root)'} imports "
-                                f"{imported} (layer {_layer_of(other)} >= {_layer_of(own)})")
+                problems.append(
+                    f"{path.relative_to(PACKAGE.parent)}:{line}: neurondeploy.{own or '(root)'} imports "
+                    f"{imported} (layer {_layer_of(other)} >= {_layer_of(own)})"
+                )
     assert not problems, "\n".join(problems)
 
 

@@ -15,15 +15,18 @@ from neurondeploy.training.local import local_hyperparameters, local_layout, sag
 REPO = Path(__file__).parents[2]
 
 
-@pytest.mark.parametrize(("tp", "pp", "processes", "expected"), [
-    (1, 1, 2, (1, 1, 2)),
-    (8, 1, 2, (2, 1, 1)),   # the multi-node template's TP=8 runs sharded, at degree 2
-    (1, 2, 2, (1, 2, 1)),
-    (2, 2, 2, (1, 2, 1)),   # pipeline first
-    (2, 2, 4, (2, 2, 1)),
-    (4, 1, 8, (4, 1, 2)),
-    (3, 1, 2, (1, 1, 2)),   # no common divisor: data parallel only
-])
+@pytest.mark.parametrize(
+    ("tp", "pp", "processes", "expected"),
+    [
+        (1, 1, 2, (1, 1, 2)),
+        (8, 1, 2, (2, 1, 1)),  # the multi-node template's TP=8 runs sharded, at degree 2
+        (1, 2, 2, (1, 2, 1)),
+        (2, 2, 2, (1, 2, 1)),  # pipeline first
+        (2, 2, 4, (2, 2, 1)),
+        (4, 1, 8, (4, 1, 2)),
+        (3, 1, 2, (1, 1, 2)),  # no common divisor: data parallel only
+    ],
+)
 def test_the_spec_layout_scales_down_to_the_local_processes(tp, pp, processes, expected):
     layout = local_layout(tp, pp, processes)
     assert (layout.tensor_parallel, layout.pipeline_parallel, layout.data_parallel) == expected
@@ -50,8 +53,9 @@ def test_the_script_gets_the_sagemaker_contract_with_local_directories(tmp_path)
 
 
 def _train(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "neurondeploy.cli", "train", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "train", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_bad_local_runs_are_refused_in_one_line_before_anything_starts(tmp_path):
@@ -63,8 +67,11 @@ def test_bad_local_runs_are_refused_in_one_line_before_anything_starts(tmp_path)
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "w").exists()
 
     s3_only = tmp_path / "s3only.yaml"
-    s3_only.write_text(spec.replace("source_dir: training", f"source_dir: {REPO / 'templates' / 'training'}")
-                       .replace("    local_path: training/data\n", ""))
+    s3_only.write_text(
+        spec.replace("source_dir: training", f"source_dir: {REPO / 'templates' / 'training'}").replace(
+            "    local_path: training/data\n", ""
+        )
+    )
     result = _train(str(s3_only), "--local")
     assert result.returncode == 9 and "inputs.train.local_path" in result.stderr
 
@@ -74,13 +81,27 @@ def test_bad_local_runs_are_refused_in_one_line_before_anything_starts(tmp_path)
     result = _train(str(REPO / "templates" / "tiny-lm-train-local.yaml"), "--local", "--hp", "tensor_parallel_size=2")
     assert result.returncode == 3 and "set by neurondeploy from the spec" in result.stderr
 
-    result = _train(str(REPO / "templates" / "tiny-lm-train-local.yaml"), "--local", "--processes", "0",
-                    "--work-dir", str(tmp_path / "zero"))
-    assert result.returncode == 9 and "--processes 0 must be 1 or more" in result.stderr and not (tmp_path / "zero").exists()
+    result = _train(
+        str(REPO / "templates" / "tiny-lm-train-local.yaml"),
+        "--local",
+        "--processes",
+        "0",
+        "--work-dir",
+        str(tmp_path / "zero"),
+    )
+    assert (
+        result.returncode == 9
+        and "--processes 0 must be 1 or more" in result.stderr
+        and not (tmp_path / "zero").exists()
+    )
 
     (tmp_path / "a-file").write_text("")
-    result = _train(str(REPO / "templates" / "tiny-lm-train-local.yaml"), "--local", "--work-dir", str(tmp_path / "a-file"))
-    assert result.returncode == 9 and "Not a directory" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    result = _train(
+        str(REPO / "templates" / "tiny-lm-train-local.yaml"), "--local", "--work-dir", str(tmp_path / "a-file")
+    )
+    assert (
+        result.returncode == 9 and "Not a directory" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    )
 
     result = _train(str(REPO / "templates" / "minilm-local.yaml"), "--local")
     assert result.returncode == 1 and "inference spec" in result.stderr
@@ -91,12 +112,19 @@ def test_validate_warns_that_the_reference_script_does_tp_and_pp_only_locally(tm
 
     multinode = load_spec(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml")  # TP=8 with the reference script
     assert [f.field for f in run_checks(multinode) if "reference training script" in f.message] == ["distribution"]
-    assert not [f for f in run_checks(load_spec(REPO / "templates" / "tiny-lm-train-local.yaml"))
-                if "reference training script" in f.message]  # data parallel: fine on Trainium too
+    assert not [
+        f
+        for f in run_checks(load_spec(REPO / "templates" / "tiny-lm-train-local.yaml"))
+        if "reference training script" in f.message
+    ]  # data parallel: fine on Trainium too
     own = tmp_path / "own"
     own.mkdir()
     (own / "train.py").write_text("# my NxD Training script\n")
-    spec = (REPO / "templates" / "llama-pretrain-trn1-multinode.yaml").read_text().replace("source_dir: training", f"source_dir: {own}")
+    spec = (
+        (REPO / "templates" / "llama-pretrain-trn1-multinode.yaml")
+        .read_text()
+        .replace("source_dir: training", f"source_dir: {own}")
+    )
     (tmp_path / "spec.yaml").write_text(spec)
     assert not [f for f in run_checks(load_spec(tmp_path / "spec.yaml")) if "reference training script" in f.message]
 

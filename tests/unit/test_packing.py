@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import os
 import tarfile
-
 from pathlib import Path
 
 from neurondeploy.archive import artifact_digest, pack_artifact
@@ -23,8 +22,12 @@ def test_archives_are_reproducible_and_skip_caches_vcs_and_local_run_directories
     (tmp_path / "train.py").write_text("print('hi')\n")
     (tmp_path / "data" / "corpus.txt").write_text("text\n")
     first, digest = pack_artifact(tmp_path), artifact_digest(tmp_path)
-    for debris in ("__pycache__/train.cpython-311.pyc", ".git/HEAD", ".neurondeploy/train/x/checkpoints/step_1/a.distcp",
-                   "data/stale.pyc"):
+    for debris in (
+        "__pycache__/train.cpython-311.pyc",
+        ".git/HEAD",
+        ".neurondeploy/train/x/checkpoints/step_1/a.distcp",
+        "data/stale.pyc",
+    ):
         (tmp_path / debris).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / debris).write_bytes(b"\0" * 64)
     os.utime(tmp_path / "train.py", (0, 0))  # times and owners are not recorded either

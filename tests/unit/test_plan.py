@@ -11,30 +11,38 @@ from pathlib import Path
 
 import pytest
 
-from neurondeploy.errors import PlanError
-from neurondeploy.resources.refs import find_refs
-from neurondeploy.planner.plan import PlanRefused, build_plan
 from neurondeploy.engine.saved_plans import load_saved_plan, save_plan
+from neurondeploy.errors import PlanError
+from neurondeploy.planner.plan import PlanRefused, build_plan
+from neurondeploy.resources.refs import find_refs
 from neurondeploy.specs import load_spec, parse_spec
 
 TEMPLATES = sorted((Path(__file__).parents[2] / "templates").glob("*.yaml"))
 NO_CREDENTIALS = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")} | {
-    "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}
+    "AWS_CONFIG_FILE": "/nonexistent",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+}
 
 
 def test_there_are_templates_of_every_required_shape():
     specs = [load_spec(path).spec for path in TEMPLATES]
     kinds = {(spec.kind, getattr(getattr(spec, "deployment", None), "platform", None)) for spec in specs}
     assert {("inference", "sagemaker"), ("inference", "ec2"), ("training", None)} <= kinds
-    assert any(spec.kind == "training" and spec.instance_type == "trn1.32xlarge" and spec.instance_count > 1 for spec in specs)
+    assert any(
+        spec.kind == "training" and spec.instance_type == "trn1.32xlarge" and spec.instance_count > 1 for spec in specs
+    )
     assert any(spec.kind == "inference" and spec.task == "text-generation" for spec in specs)
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=[path.name for path in TEMPLATES])
 def test_template_plans_offline_with_every_request_validated(template):
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "neurondeploy.cli", "plan", str(template), "--json"],
-                            capture_output=True, text=True, env=NO_CREDENTIALS)
+    result = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "plan", str(template), "--json"],
+        capture_output=True,
+        text=True,
+        env=NO_CREDENTIALS,
+    )
     elapsed = time.perf_counter() - start
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
@@ -62,11 +70,17 @@ def test_ec2_plan_tags_every_taggable_resource_at_creation():
 
 
 def test_plan_refuses_a_spec_with_errors():
-    loaded = parse_spec("kind: inference\nname: x\ntask: feature-extraction\nmodel: {factory: 'm:f'}\n"
-                        "deployment: {instance_type: inf2.xlarge, tensor_parallel: 4}\n", file="x.yaml")
+    loaded = parse_spec(
+        "kind: inference\nname: x\ntask: feature-extraction\nmodel: {factory: 'm:f'}\n"
+        "deployment: {instance_type: inf2.xlarge, tensor_parallel: 4}\n",
+        file="x.yaml",
+    )
     with pytest.raises(PlanRefused) as refused:
         build_plan(loaded)
-    assert "x.yaml:5: deployment.tensor_parallel: TP=4 is more than the 2 NeuronCores" in refused.value.problems[0].one_line()
+    assert (
+        "x.yaml:5: deployment.tensor_parallel: TP=4 is more than the 2 NeuronCores"
+        in refused.value.problems[0].one_line()
+    )
 
 
 def test_saved_plan_is_refused_once_the_spec_changes(tmp_path):
@@ -97,8 +111,13 @@ def test_apply_with_a_saved_plan_refuses_a_stale_or_foreign_one_before_any_aws_c
     saved = tmp_path / "plan.json"
 
     def cli(*args: str) -> subprocess.CompletedProcess:  # no credentials: reaching AWS would fail differently
-        return subprocess.run([sys.executable, "-m", "neurondeploy.cli", *args], capture_output=True, text=True,
-                              env=NO_CREDENTIALS, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "neurondeploy.cli", *args],
+            capture_output=True,
+            text=True,
+            env=NO_CREDENTIALS,
+            timeout=60,
+        )
 
     assert cli("plan", str(spec), "--out", str(saved)).returncode == 0
     reviewed = json.loads(saved.read_text())

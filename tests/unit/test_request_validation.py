@@ -214,7 +214,12 @@ def test_ref_skips_pattern_but_must_still_be_a_string_where_one_is_expected():
     plain = {**endpoint_config(), "EndpointConfigName": "$model.ModelName-cfg"}
     assert len(validate_request("sagemaker", "CreateEndpointConfig", plain)) == 1
     # a whole-string ref may stand for an integer or a whole list; embedded text may not
-    assert validate_request("sagemaker", "CreateEndpointConfig", endpoint_config(InitialInstanceCount=ref("size", "Count"))) == []
+    assert (
+        validate_request(
+            "sagemaker", "CreateEndpointConfig", endpoint_config(InitialInstanceCount=ref("size", "Count"))
+        )
+        == []
+    )
     assert validate_request("elbv2", "CreateLoadBalancer", load_balancer(Subnets=ref("vpc", "PublicSubnetIds"))) == []
     (problem,) = validate_request(
         "sagemaker", "CreateEndpointConfig", endpoint_config(InitialInstanceCount="${size.Count}0")

@@ -27,12 +27,23 @@ def run_entrypoint(tmp_path, *args, env=None):
 
 
 def test_sagemaker_serve_runs_our_server_on_8080(tmp_path):
-    assert run_entrypoint(tmp_path, "serve") == ["serve", "/opt/ml/model", "--host", "0.0.0.0", "--port", "8080", "--log-level", "info"]
+    assert run_entrypoint(tmp_path, "serve") == [
+        "serve",
+        "/opt/ml/model",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8080",
+        "--log-level",
+        "info",
+    ]
     assert run_entrypoint(tmp_path) == run_entrypoint(tmp_path, "serve")
 
 
 def test_port_and_artifact_follow_the_environment(tmp_path):
-    args = run_entrypoint(tmp_path, "serve", env={"SAGEMAKER_BIND_TO_PORT": "9000", "NEURONDEPLOY_ARTIFACT": "/models/a"})
+    args = run_entrypoint(
+        tmp_path, "serve", env={"SAGEMAKER_BIND_TO_PORT": "9000", "NEURONDEPLOY_ARTIFACT": "/models/a"}
+    )
     assert args[1] == "/models/a" and args[args.index("--port") + 1] == "9000"
 
 

@@ -13,8 +13,15 @@ from neurondeploy import catalog
 from neurondeploy.planner import sizing
 from neurondeploy.specs.inference import ModelArchitecture, ModelSpec
 
-LLAMA_8B = ModelArchitecture(layers=32, hidden_size=4096, attention_heads=32, kv_heads=8, vocab_size=128256,
-                             intermediate_size=14336, gated_mlp=True)
+LLAMA_8B = ModelArchitecture(
+    layers=32,
+    hidden_size=4096,
+    attention_heads=32,
+    kv_heads=8,
+    vocab_size=128256,
+    intermediate_size=14336,
+    gated_mlp=True,
+)
 GIB = 1024**3
 
 
@@ -31,8 +38,11 @@ def test_opt_66b_worked_example_from_the_neuron_docs():
     assert estimate.weights_gib == pytest.approx(121.5, abs=0.1)
     assert estimate.kv_cache_gib == pytest.approx(72.0, abs=0.1)
     inf2_48 = catalog.get_instance("inf2.48xlarge")
-    fitting = [tp for tp in catalog.legal_tp_degrees(inf2_48, "nxdi")
-               if sizing.inference_memory(opt, 16, tp, 16, 2048, "bfloat16").fits]
+    fitting = [
+        tp
+        for tp in catalog.legal_tp_degrees(inf2_48, "nxdi")
+        if sizing.inference_memory(opt, 16, tp, 16, 2048, "bfloat16").fits
+    ]
     assert min(fitting) == 24
 
 
@@ -97,16 +107,44 @@ def test_size_options_are_all_fitting_and_cheapest_first():
 
 def test_size_cli_json_lists_options(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "neurondeploy.cli", "size", "--layers", "32", "--hidden", "4096", "--heads", "32",
-         "--kv-heads", "8", "--vocab", "128256", "--intermediate", "14336", "--gated-mlp", "--batch", "4", "--seq", "4096", "--json"],
-        capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-m",
+            "neurondeploy.cli",
+            "size",
+            "--layers",
+            "32",
+            "--hidden",
+            "4096",
+            "--heads",
+            "32",
+            "--kv-heads",
+            "8",
+            "--vocab",
+            "128256",
+            "--intermediate",
+            "14336",
+            "--gated-mlp",
+            "--batch",
+            "4",
+            "--seq",
+            "4096",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     data = json.loads(result.stdout)
     assert data["parameters"] == sizing.parameter_count(LLAMA_8B)
     assert data["options"] and data["options"][0]["hourly_usd"] <= data["options"][-1]["hourly_usd"]
 
 
 def test_size_cli_refuses_a_shape_it_cannot_use():
-    result = subprocess.run([sys.executable, "-m", "neurondeploy.cli", "size", "--layers", "2", "--hidden", "100", "--heads", "3"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "size", "--layers", "2", "--hidden", "100", "--heads", "3"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr and "not divisible" in result.stderr

@@ -27,8 +27,13 @@ def test_only_the_transport_imports_boto3():
     importers = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any(name == "boto3" or name.startswith("boto3.") for name in names):
                 importers.append(path.relative_to(PACKAGE).as_posix())
     assert sorted(set(importers)) == ["aws/transport.py"]
@@ -42,7 +47,9 @@ def test_invoke_endpoint_is_in_the_policy():
 
 def test_the_cache_s3_calls_are_in_the_policy():
     cache_calls = calls_in("compiler/cache.py")
-    assert {("s3", op) for op in ("GetObject", "PutObject", "DeleteObject", "DeleteObjects", "ListObjectsV2")} <= cache_calls
+    assert {
+        ("s3", op) for op in ("GetObject", "PutObject", "DeleteObject", "DeleteObjects", "ListObjectsV2")
+    } <= cache_calls
     actions = {iam_action(service, operation) for service, operation in cache_calls}
     assert actions == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"}
     assert actions <= allowed_actions()
@@ -62,8 +69,9 @@ def stubbed_runtime(monkeypatch):
 
     from neurondeploy.aws.transport import AwsTransport
 
-    client = boto3.client("sagemaker-runtime", region_name="us-east-1", aws_access_key_id="testing",
-                          aws_secret_access_key="testing")
+    client = boto3.client(
+        "sagemaker-runtime", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
     stubber = Stubber(client)
     monkeypatch.setattr(AwsTransport, "client", lambda self, service: client)
     with stubber:
@@ -73,8 +81,12 @@ def stubbed_runtime(monkeypatch):
 def test_invoke_error_names_the_endpoint_with_aws_code_and_message(stubbed_runtime):
     from neurondeploy.serving.client import InvokeError, invoke
 
-    stubbed_runtime.add_client_error("invoke_endpoint", service_error_code="ValidationError",
-                                     service_message="Endpoint e of account 1 not found.", http_status_code=400)
+    stubbed_runtime.add_client_error(
+        "invoke_endpoint",
+        service_error_code="ValidationError",
+        service_message="Endpoint e of account 1 not found.",
+        http_status_code=400,
+    )
     with pytest.raises(InvokeError) as caught:
         invoke("sagemaker:e", b'{"inputs": ["x"]}', region="us-east-1")
     assert caught.value.message == "sagemaker endpoint e: ValidationError: Endpoint e of account 1 not found."
