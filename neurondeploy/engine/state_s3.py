@@ -51,6 +51,31 @@ class S3StateStore:
         self._held: dict[str, int] = {}  # lock depth per deployment (the executor re-enters a caller's lock)
         self._guard = threading.RLock()
         self.path = self.uri  # what the CLI prints as the state's location
+        self._lineage: str | None = None
+
+    @property
+    def lineage(self) -> str:
+        """This state's id, as :attr:`StateStore.lineage`: ``<prefix>/meta.json``, made on first use with a
+        conditional ``PutObject`` (of two first applies anywhere, one makes it and both read it back), never
+        changed."""
+        with self._guard:
+            if self._lineage is None:
+                key = f"{self.prefix}meta.json"
+                meta = self._read(key)
+                if meta is None:
+                    try:
+                        self._write(key, {"lineage": uuid.uuid4().hex, "created": time.time()}, only_if_absent=True)
+                    except AwsCallError as exc:
+                        if not is_s3_condition_failed(exc):
+                            raise
+                    meta = self._read(key)
+                if not isinstance(meta, dict) or not meta.get("lineage"):
+                    raise StateError(
+                        f"state {self.uri}: {key} has no lineage id",
+                        "restore it from an earlier version of the object (the bucket should keep versions)",
+                    )
+                self._lineage = meta["lineage"]
+            return self._lineage
 
     # --- objects -------------------------------------------------------------------------------------------------
 
