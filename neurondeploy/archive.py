@@ -30,19 +30,29 @@ def artifact_digest(directory: Path) -> str:
         with path.open("rb") as handle:
             while chunk := handle.read(1 << 20):
                 file_digest.update(chunk)
-        digest.update(f"{path.relative_to(directory)}\0{file_digest.hexdigest()}\0".encode())
+        digest.update(f"{path.relative_to(directory).as_posix()}\0{file_digest.hexdigest()}\0".encode())
     return digest.hexdigest()
 
 
+def _member(directory: Path, path: Path) -> tarfile.TarInfo:
+    """A regular file's header with nothing of this machine in it: no time, owner, group or permissions."""
+    info = tarfile.TarInfo(path.relative_to(directory).as_posix())
+    info.size = path.stat().st_size
+    info.type, info.mode, info.mtime = tarfile.REGTYPE, 0o644, 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
 def pack_artifact(directory: Path) -> bytes:
-    """A reproducible .tar.gz of an artifact directory (sorted, no owners, no times): same files, same bytes.
+    """A reproducible .tar.gz of an artifact directory: same files, same bytes. Members sorted, headers without
+    times or owners (:func:`_member`), a gzip header without a name or time. (The bytes also depend on this
+    zlib's output; what decides an upload is :func:`artifact_digest`, which depends on the files alone.)
     Fastest gzip level: TorchScript modules are zip archives of weights that hardly compress further."""
     buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, compresslevel=1) as compressed:
+    with gzip.GzipFile(filename="", fileobj=buffer, mode="wb", mtime=0, compresslevel=1) as compressed:
         with tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as archive:
             for path in packed_files(directory):
-                info = tarfile.TarInfo(str(path.relative_to(directory)))
-                info.size, info.mode, info.mtime = path.stat().st_size, 0o644, 0
                 with path.open("rb") as handle:
-                    archive.addfile(info, handle)
+                    archive.addfile(_member(directory, path), handle)
     return buffer.getvalue()

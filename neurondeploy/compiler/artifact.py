@@ -54,8 +54,11 @@ class Bucket(_Model):
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     check: NumericalCheck
-    compile_s: float = Field(description="trace + compile seconds (0 when served from the cache)")
-    cache_hit: bool
+    # Run facts: what one compile run did, not what the module is (see Manifest).
+    compile_s: float | None = Field(
+        default=None, exclude=True, description="this run's trace + compile seconds (0 when served from the cache)"
+    )
+    cache_hit: bool | None = Field(default=None, exclude=True, description="this run found the module in the cache")
 
     @property
     def length(self) -> int:
@@ -78,8 +81,12 @@ class Manifest(_Model):
     labels: dict[int, str] = {}
     options: dict = Field(default_factory=dict, description="task post-processing baked into the modules")
     max_sequence_length: int | None = None
-    compile_s: float
-    created: str
+    # Run facts: when this compile ran and how long it took. They stay on the manifest compile_spec returns and are
+    # never written (exclude=True): manifest.json is packed and hashed (archive.artifact_digest), and a clock in it
+    # made every cache-hit compile a "new" artifact that apply uploaded again. Read back from an artifact they are
+    # None; manifests written by earlier versions, which held them, still load.
+    compile_s: float | None = Field(default=None, exclude=True, description="this run's wall time, seconds")
+    created: str | None = Field(default=None, exclude=True, description="when this run finished (UTC, ISO 8601)")
 
 
 def read_manifest(artifact_dir: Path) -> Manifest:
@@ -103,6 +110,7 @@ def read_manifest(artifact_dir: Path) -> Manifest:
 
 
 def write_manifest(artifact_dir: Path, manifest: Manifest) -> None:
+    """manifest.json: what identifies the compiled model (no run facts), so the same inputs write the same bytes."""
     (artifact_dir / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2))
 
 

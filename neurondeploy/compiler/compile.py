@@ -4,6 +4,11 @@ The fit check runs first, so a model that cannot fit is refused with the numbers
 is compiled inside the content-addressed cache's ``get_or_build``: a compile that fails, or whose numerical check
 fails, raises inside the build and is never stored (no poisoned cache). The artifact directory is assembled in a
 temporary directory and renamed into place, so a reader never sees half an artifact.
+
+The artifact depends on its inputs only: the modules are the cache entry's files, and the manifest holds what
+identifies them (model digest, shapes, compiler, flags, file hashes), never a clock or a timing. Compiling an
+unchanged spec again gives the same bytes, so apply's sha256 check finds the object in S3 current. What the run
+did (seconds, cache hits, when) is on the returned :class:`CompileResult` and its in-memory manifest only.
 """
 
 from __future__ import annotations
