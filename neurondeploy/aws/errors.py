@@ -10,6 +10,8 @@
 - transient: no answer at all (connection errors carry no code), throttling or server trouble that outlasted
   botocore's own retries; worth waiting out while a long-running job runs on.
 - conditional-write conflict: another writer got there first (``If-None-Match: *``).
+- quota missing: Service Quotas has no applied value for a quota (its default may still be readable), or does not
+  know the service in this region.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ TRANSIENT_CODES = (
 
 ECR_IMAGE_MISSING_CODES = ("RepositoryNotFoundException", "ImageNotFoundException")
 LOG_GROUP_MISSING_CODE = "ResourceNotFoundException"
+QUOTA_MISSING_CODES = ("NoSuchResourceException",)
 
 
 class CodedError(Protocol):
@@ -121,3 +124,8 @@ def is_ecr_image_missing(error: CodedError) -> bool:
 
 def is_transient(error: CodedError) -> bool:
     return error.code in TRANSIENT_CODES
+
+
+def is_quota_missing(error: CodedError) -> bool:
+    """Service Quotas has no (applied) value for that quota, or does not know the service here."""
+    return error.code in QUOTA_MISSING_CODES

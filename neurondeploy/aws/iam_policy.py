@@ -17,7 +17,12 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1]
 SCANNED = ("resources", "aws", "engine", "compiler", "serving", "training")
 # IAM's service prefixes where they differ from the boto3 client name.
-IAM_PREFIX = {"elbv2": "elasticloadbalancing", "resourcegroupstaggingapi": "tag", "sagemaker-runtime": "sagemaker"}
+IAM_PREFIX = {
+    "elbv2": "elasticloadbalancing",
+    "resourcegroupstaggingapi": "tag",
+    "sagemaker-runtime": "sagemaker",
+    "service-quotas": "servicequotas",
+}
 # S3 operations whose IAM action has another name (S3 authorizes by action, not by API name).
 S3_ACTIONS = {
     "HeadBucket": "ListBucket",

@@ -22,6 +22,7 @@ from neurondeploy.archive import artifact_digest
 from neurondeploy.aws.errors import is_gone, is_transient
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.engine.executor import Executor
+from neurondeploy.engine.quotas import check_quotas
 from neurondeploy.engine.uploads import ensure_bucket, upload_artifact
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.planner.checks import errors_of, run_checks
@@ -162,6 +163,8 @@ def start_training_job(
     source = source_directory(loaded)
     on_event = on_event or (lambda message: None)
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
+    for line in check_quotas(transport, spec):  # read-only; a quota below the need refuses before any upload
+        on_event(line)
     digest = artifact_digest(source)  # once: it names the archive and decides whether to upload it
 
     def build(run_id: str):
