@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from neurondeploy.aws.errors import is_retryable
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.engine.executor import Executor
+from neurondeploy.engine.ownership import NEVER_ORPHANS, OwnedElsewhere
 from neurondeploy.engine.state import DeploymentLocked, DeploymentState, StateStore
 from neurondeploy.engine.sweep import (
     DELETE_ORDER,
@@ -39,9 +40,7 @@ from neurondeploy.engine.sweep import (
 )
 from neurondeploy.errors import NeurondeployError
 
-__all__ = ["DELETE_ORDER", "DestroyReport", "delete_orphans", "destroy", "recorded_hosted_zones"]
-# Owned by another recorded resource (the Auto Scaling group's instances and target registrations): not orphans.
-NEVER_ORPHANS = frozenset({"ec2:instance", "elbv2:target-registration", UNCHECKED})
+__all__ = ["DELETE_ORDER", "DestroyReport", "destroy", "recorded_hosted_zones", "sweep_leftovers"]
 
 
 @dataclass
@@ -105,6 +104,16 @@ def destroy(
             errors.append(f"listing hosted zones: {exc.message}")
     # Before the recorded delete removes the ownership TXT records that vouch for the others.
     records = [r for r in find_owned_records(transport, name, zones) if r.type != UNCHECKED]
+    if before is None:  # nothing recorded: delete nothing of another state's (its lineage says whose it is)
+        found = _merge(find_leftovers(transport, name, hosted_zone_ids=zones), records)
+        foreign = [item for item in found if item.type not in NEVER_ORPHANS and item.lineage != state.lineage]
+        if foreign and len(foreign) == len([item for item in found if item.type not in NEVER_ORPHANS]):
+            raise OwnedElsewhere(
+                f"deployment {name} in AWS belongs to another state (lineage "
+                f"{', '.join(sorted({item.lineage or 'none' for item in foreign}))}): {len(foreign)} resources; "
+                f"this state ({state.path}) deletes nothing it does not own",
+                f"destroy it with the state that made it, or adopt it first with `neurondeploy import {name}`",
+            )
     deleted: list[str] = []
     try:
         deleted = executor.destroy_recorded(name).deleted
@@ -115,7 +124,15 @@ def destroy(
 
     def sweep_and_verify() -> tuple[list[Leftover], list[Leftover]]:
         found = _merge(find_leftovers(transport, name, hosted_zone_ids=zones), records)
-        swept = _sweep(transport, found, errors, say, retry_s=retry_s, retry_timeout_s=retry_timeout_s, poll_s=poll_s)
+        # Instances and target registrations are their group's: they carry the lineage they were launched with.
+        owned = [item for item in found if item.type in NEVER_ORPHANS or item.lineage == state.lineage]
+        if len(owned) < len(found):
+            others = ", ".join(f"{item.type} {item.id} (lineage {item.lineage})" for item in found if item not in owned)
+            errors.append(
+                f"{len(found) - len(owned)} resources tagged for {name} belong to another state (or to none): "
+                f"{others}; not deleted: adopt them with `neurondeploy import {name}` to delete them here"
+            )
+        swept = _sweep(transport, owned, errors, say, retry_s=retry_s, retry_timeout_s=retry_timeout_s, poll_s=poll_s)
         # Records whose ownership TXT is gone are no longer recognisable: check the ones seen before by name.
         still = [r for r in records if record_exists(transport, r)]
         return swept, _merge(find_leftovers(transport, name, hosted_zone_ids=zones), still)
@@ -133,72 +150,18 @@ def destroy(
     return DestroyReport(deleted, swept, remaining, errors)
 
 
-def recorded_identifiers(deployment: DeploymentState) -> set[str]:
-    """Every ID, ARN and name state holds for the deployment (outputs and sent parameters), and what the sweep
-    names by several parts: Route 53 records (``zone|TYPE|name``) and scaling targets."""
-    found: set[str] = set()
-
-    def walk(value) -> None:
-        if isinstance(value, str):
-            found.add(value.lower())
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    for resource in deployment.resources.values():
-        walk(resource.outputs)
-        for request in resource.create_requests:
-            walk(request.get("params", {}))
-            if request.get("operation") == "RegisterScalableTarget":  # the sweep names targets by these three
-                params = request["params"]
-                found.add(
-                    "|".join((params["ServiceNamespace"], params["ScalableDimension"], params["ResourceId"])).lower()
-                )
-            if request.get("operation") == "ChangeResourceRecordSets":
-                zone = request["params"]["HostedZoneId"].rsplit("/", 1)[-1]
-                for change in request["params"]["ChangeBatch"]["Changes"]:
-                    record = change["ResourceRecordSet"]
-                    found.add(f"{zone}|{record['Type']}|{record['Name'].rstrip('.')}".lower())
-    return found
-
-
-def delete_orphans(
+def sweep_leftovers(
     transport: AwsTransport,
-    deployment: DeploymentState,
+    leftovers: list[Leftover],
+    errors: list[str],
+    say: Callable[[str], None],
     *,
-    hosted_zone_ids: Iterable[str] = (),
-    on_event: Callable[[str], None] | None = None,
     retry_s: float = 2.0,
     retry_timeout_s: float = 600.0,
     poll_s: float = 5.0,
 ) -> list[Leftover]:
-    """Delete what carries this deployment's tag (or ownership record) but is not in its state: what an interrupted
-    apply created without learning of it (AWS did it, the answer never came: a timeout, a killed process). Left
-    alone, the next apply would make a second one (or fail on a name already taken). Call it under the
-    deployment's lock, before creating anything, so nothing of this apply can be mistaken for an orphan."""
-    say = on_event or (lambda message: None)
-    known = recorded_identifiers(deployment)
-    zones = list(dict.fromkeys([*(zone_id(z) for z in hosted_zone_ids), *recorded_hosted_zones(deployment)]))
-    orphans = [
-        item
-        for item in find_leftovers(transport, deployment.name, hosted_zone_ids=zones)
-        if item.type not in NEVER_ORPHANS and item.id.lower() not in known
-    ]
-    for orphan in orphans:
-        say(
-            f"found {orphan.type} {orphan.id} tagged for {deployment.name} but not in state (an interrupted apply made it)"
-        )
-    errors: list[str] = []
-    swept = _sweep(transport, orphans, errors, say, retry_s=retry_s, retry_timeout_s=retry_timeout_s, poll_s=poll_s)
-    if errors:
-        raise NeurondeployError(
-            f"could not delete what an interrupted apply left: {errors[0]}",
-            "delete it by hand, or run `neurondeploy destroy` and apply again",
-        )
-    return swept
+    """Delete ``leftovers`` in the deletion order, backing off on "still in use"; failures go to ``errors``."""
+    return _sweep(transport, leftovers, errors, say, retry_s=retry_s, retry_timeout_s=retry_timeout_s, poll_s=poll_s)
 
 
 def _sweep(

@@ -31,6 +31,7 @@ from neurondeploy.resources.model import Resource
 from neurondeploy.resources.naming import DEPLOYMENT_TAG
 from neurondeploy.resources.refs import resolve
 from neurondeploy.resources.registry import registry
+from neurondeploy.resources.tags import STATE
 
 __all__ = ["CHECKS", "DriftItem", "drift"]
 
@@ -60,13 +61,14 @@ def drift(
         return []
     planned = {r.name: r for r in resources or ()}
     outputs = {(r.name, attr): value for r in deployment.resources.values() for attr, value in r.outputs.items()}
+    outputs[(STATE, "Lineage")] = state.lineage
     items: list[DriftItem] = []
     for recorded in deployment.resources.values():
         check = CHECKS.get(recorded.type)
         if recorded.type.endswith("-lookup") or not recorded.complete or check is None:
             continue
         expected = Expected(_create_requests(recorded, planned.get(recorded.name), outputs))
-        items += _check(name, transport, recorded, check, _ids(recorded, outputs), expected)
+        items += _check(name, transport, recorded, check, recorded_ids(recorded, outputs), expected)
     return items
 
 
@@ -84,7 +86,7 @@ def _create_requests(recorded: ResourceState, planned: Resource | None, outputs:
     return requests
 
 
-def _ids(recorded: ResourceState, outputs: Mapping) -> dict[str, Any]:
+def recorded_ids(recorded: ResourceState, outputs: Mapping) -> dict[str, Any]:
     """What a describe can address the resource by: the delete requests' params (state keeps them with their
     ${refs}; resolved here from every resource's outputs), then the outputs."""
     ids: dict[str, Any] = {}

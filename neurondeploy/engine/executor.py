@@ -21,17 +21,23 @@ this apply created (unless an in-place update already moved something onto it).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+import jmespath
+
 from neurondeploy.aws.errors import is_already_done, is_gone, is_retryable
 from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
+from neurondeploy.engine.adopt import adopt, as_upsert, candidate
+from neurondeploy.engine.drift import recorded_ids
 from neurondeploy.engine.reconcile import RETIRED, deletion_order, is_retired, reconcile
 from neurondeploy.engine.state import DeploymentState, ResourceState, StateStore
+from neurondeploy.engine.sweep import AwsCaller, Leftover
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.resources.graph import creation_order
+from neurondeploy.resources.kinds import Expected
 from neurondeploy.resources.model import (
     Request,
     Resource,
@@ -39,9 +45,12 @@ from neurondeploy.resources.model import (
     extract_outputs,
 )
 from neurondeploy.resources.refs import resolve
+from neurondeploy.resources.registry import registry
+from neurondeploy.resources.tags import STATE
 
 OUTPUT_RETRIES = 10  # ACM fills in DNS validation records a few seconds after RequestCertificate
-UPDATE_PROGRESS = "_update"  # outputs key of an in-place update under way: {"hash": new content hash, "done": n}
+UPDATE_PROGRESS = "_update"
+INTENT = "_intent"  # outputs key of a mutating create request sent and not yet answered: {"index", "operation"}  # outputs key of an in-place update under way: {"hash": new content hash, "done": n}
 
 
 class ApplyFailed(NeurondeployError):
@@ -91,6 +100,7 @@ class Executor:
         self.on_event = on_event or (lambda message: None)
         self.delete_retry_s = delete_retry_s
         self.delete_retries = delete_retries
+        self.found: list[Leftover] = []  # see apply()
 
     # --- apply --------------------------------------------------------------------------------------------------
 
@@ -104,14 +114,23 @@ class Executor:
         spec_digest: str = "",
         spec_json: str = "",
         rollback: bool = False,
+        found: list[Leftover] = (),
+        gone: Iterable[str] = (),
+        drifted: Iterable[str] = (),
     ) -> ApplyResult:
+        """``found``: objects of this state's lineage that state does not record (the ownership scan's), which a
+        resumed create may adopt. ``gone``/``drifted``: the refresh's findings (:func:`reconcile`)."""
         started = time.perf_counter()
+        self.found = list(found)
         with self.state.lock(name, region, kind):
             before = self.state.get(name)
             result = ApplyResult()
             ordered = creation_order(resources)
-            plan = reconcile(before, ordered)
+            plan = reconcile(before, ordered, gone=frozenset(gone), drifted=frozenset(drifted))
             self._delete(name, [before.resources[n] for n in plan.doomed], before, result)
+            for missing in plan.gone:
+                self.on_event(f"{missing} ({before.resources[missing].type}) is gone from AWS: making it again")
+                self.state.remove_resource(name, missing)
             self._retire(name, plan.retire)
             self._restore(name, ordered)
             current = self.state.get(name)
@@ -188,7 +207,10 @@ class Executor:
         self.state.remove_resource(deployment, old)
 
     def _outputs(self, deployment: DeploymentState) -> dict[tuple[str, str], Any]:
-        return {(r.name, attr): value for r in deployment.resources.values() for attr, value in r.outputs.items()}
+        return {
+            (STATE, "Lineage"): self.state.lineage,
+            **{(r.name, attr): value for r in deployment.resources.values() for attr, value in r.outputs.items()},
+        }
 
     def _create_all(
         self,
@@ -260,7 +282,16 @@ class Executor:
                 params = resolve(request.params, values)
             except KeyError as exc:
                 raise ApplyFailed(f"{resource.name}: {exc}", "this is a bug in the resource builders") from None
-            response = self._call_with_outputs(resource, request, params)
+            response = self._adopted(resource, request) if is_mutating(request.operation) else None
+            if response is None:
+                if is_mutating(request.operation):  # the intent first: an answer lost after this can be adopted
+                    record.outputs = {**own, INTENT: {"index": index, "operation": request.operation}}
+                    self.state.put_resource(deployment, record)
+                adopted = as_upsert(resource, params, self.found, self.state.lineage) if self.found else None
+                if adopted is not None:
+                    self.on_event(f"{resource.name}: the record exists and is this state's: adopting it (UPSERT)")
+                response = self._call_with_outputs(resource, request, adopted or params)
+            own.pop(INTENT, None)
             record.create_requests.append(
                 {"service": request.service, "operation": request.operation, "params": params}
             )
@@ -275,6 +306,23 @@ class Executor:
                 )
                 self.transport.wait(request.wait.service or request.service, request.wait.waiter, wait_params)
 
+    def _adopted(self, resource: Resource, request: Request) -> dict[str, Any] | None:
+        """The object this create request would make, when the ownership scan found it made already by this
+        state and unrecorded: a lost answer (the intent recorded before the call says which), or what
+        ``neurondeploy import`` retagged (:mod:`neurondeploy.engine.adopt`)."""
+        first = next(r for r in resource.create if is_mutating(r.operation))
+        if request is not first or not self.found:
+            return None  # only the request that makes the object can have made it
+        leftover = candidate(resource, self.found, self.state.lineage)
+        if leftover is not None and not request.outputs:
+            outputs = {}  # it exists (the scan just saw it) and its answer holds nothing state needs
+        else:
+            outputs = adopt(self.transport, resource, request, leftover) if leftover else None
+        if outputs is not None:
+            self.found.remove(leftover)
+            self.on_event(f"{resource.name}: adopted {leftover.id} ({request.operation} made it; state did not know)")
+        return outputs
+
     def _update(
         self, deployment: str, resource: Resource, recorded: ResourceState, outputs: dict[tuple[str, str], Any]
     ) -> None:
@@ -287,8 +335,13 @@ class Executor:
         progress = recorded.outputs.get(UPDATE_PROGRESS) or {}
         start = progress.get("done", 0) if progress.get("hash") == wanted else 0
         self.on_event(f"{'resuming the update of' if start else 'updating'} {resource.name} ({resource.type}) in place")
+        converge = getattr(registry().get(resource.type), "converge", None)
+        if not resource.update and converge is not None:
+            self._converge(resource, recorded, converge, _values(outputs, resource.name, own))
         for index in range(start, len(resource.update)):
             request = resource.update[index]
+            if request.when and not _changed(request.when, recorded, resource, _values(outputs, resource.name, own)):
+                continue
             params = self._resolve(resource, request.params, _values(outputs, resource.name, own))
             if request.wait is not None:
                 self._wait(request, _values(outputs, resource.name, own))
@@ -315,6 +368,19 @@ class Executor:
             for r in resource.create
         ]
         self.state.put_resource(deployment, recorded)
+
+    def _converge(self, resource: Resource, recorded: ResourceState, converge, values: dict) -> None:
+        """An update by the kind's converge: the object made exactly what the new create requests ask."""
+        expected = Expected([(r.operation, self._resolve(resource, r.params, values)) for r in resource.create])
+        ids = recorded_ids(recorded, values)
+        try:
+            done = converge(AwsCaller(self.transport), ids, expected)
+        except AwsCallError as exc:
+            raise ApplyFailed(
+                f"{resource.name} ({resource.type}): {exc.message}", exc.hint or "run apply again"
+            ) from exc
+        for line in done:
+            self.on_event(f"{resource.name}: {line}")
 
     def _resolve(self, resource: Resource, params: dict, values: dict) -> dict:
         try:
@@ -409,6 +475,13 @@ class Executor:
             deployment = self.state.get(name)
             self._delete(name, list(deployment.resources.values()), deployment, result)
         return result
+
+
+def _changed(path: str, recorded: ResourceState, resource: Resource, values: dict) -> bool:
+    """Whether ``path`` (JMESPath into the first create request) has another value than when it was recorded."""
+    before = recorded.create_requests[0].get("params", {}) if recorded.create_requests else {}
+    now = _resolved_params(resource.create[0].params, values)
+    return jmespath.search(path, before) != jmespath.search(path, now)
 
 
 def _values(outputs: dict, name: str, own: dict) -> dict:

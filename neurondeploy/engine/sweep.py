@@ -32,8 +32,8 @@ from neurondeploy.aws.paging import Paged
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.resources import network, route53
-from neurondeploy.resources.naming import DEPLOYMENT_TAG
 from neurondeploy.resources.registry import deletion_order, registry, sources
+from neurondeploy.resources.tags import DEPLOYMENT_TAG, LINEAGE_TAG, RESOURCE_TAG
 
 DELETE_ORDER: tuple[str, ...] = deletion_order()  # every kind's Kind.order, dependents first
 UNCHECKED = "sweep:unchecked"  # a source that could not be read: nothing can be proven about it
@@ -45,6 +45,18 @@ class Leftover:
     id: str  # what its delete call takes: EC2 id, ARN, name; records "<zone>|<type>|<name>"
     region: str  # "global" for IAM and Route 53
     detail: str
+    tags: dict[str, str] = field(default_factory=dict)  # as found; Route 53 records: what their ownership TXT says
+
+    @property
+    def lineage(self) -> str | None:
+        """The state that owns it (its lineage tag); None when it carries none (made by an older neurondeploy,
+        or a type whose finder reads no tags)."""
+        return self.tags.get(LINEAGE_TAG)
+
+    @property
+    def resource(self) -> str | None:
+        """Which of the deployment's resources it is (its ``neurondeploy:resource`` tag)."""
+        return self.tags.get(RESOURCE_TAG)
 
 
 def order_index(leftover_type: str) -> int:
@@ -68,9 +80,9 @@ def find_leftovers(transport: AwsTransport, deployment: str, *, hosted_zone_ids:
     found: dict[tuple[str, str], Leftover] = {}
     region = transport.region
 
-    def add(kind: str, ident: str, detail: str, where: str | None = None) -> None:
+    def add(kind: str, ident: str, detail: str, where: str | None = None, *, tags=None) -> None:
         key = (kind, ident.lower() if kind.startswith("sagemaker:") else ident)  # SageMaker ARNs lower-case names
-        found.setdefault(key, Leftover(kind, ident, where or region, detail))
+        found.setdefault(key, Leftover(kind, ident, where or region, detail, _tag_dict(tags)))
 
     scan = _Scan(transport, deployment, add)
     zones = list(dict.fromkeys(zone_id(z) for z in hosted_zone_ids))
@@ -89,8 +101,8 @@ def find_owned_records(transport: AwsTransport, deployment: str, hosted_zone_ids
     the ownership TXT records that make the other records recognisable as ours."""
     found: dict[tuple[str, str], Leftover] = {}
 
-    def add(kind: str, ident: str, detail: str, where: str | None = None) -> None:
-        found.setdefault((kind, ident), Leftover(kind, ident, where or transport.region, detail))
+    def add(kind: str, ident: str, detail: str, where: str | None = None, *, tags=None) -> None:
+        found.setdefault((kind, ident), Leftover(kind, ident, where or transport.region, detail, _tag_dict(tags)))
 
     scan = _Scan(transport, deployment, add)
     zones = list(dict.fromkeys(zone_id(z) for z in hosted_zone_ids))
@@ -98,6 +110,12 @@ def find_owned_records(transport: AwsTransport, deployment: str, hosted_zone_ids
         for zone in zones:
             scan.source(find.label.format(zone=zone), find.run, scan, zone)
     return sort_leftovers(found.values())
+
+
+def _tag_dict(tags) -> dict[str, str]:
+    if isinstance(tags, dict):
+        return {str(k): str(v) for k, v in tags.items()}
+    return {t["Key"]: t.get("Value", "") for t in tags or [] if isinstance(t, dict) and "Key" in t}
 
 
 def list_hosted_zones(transport: AwsTransport) -> list[str]:
@@ -138,7 +156,9 @@ def _tagging_api(scan: _Scan) -> None:
             kind, _ = arn_to_type_id(mapping["ResourceARN"])
             if kind in covered:
                 continue  # a describe is authoritative; the index also keeps deleted resources a while
-            scan.add(kind, mapping["ResourceARN"], "found only by the Resource Groups Tagging API")
+            scan.add(
+                kind, mapping["ResourceARN"], "found only by the Resource Groups Tagging API", tags=mapping.get("Tags")
+            )
 
 
 def _arn_types() -> dict[tuple[str, str], str]:

@@ -66,10 +66,10 @@ def _find_certificates(scan: Scan) -> None:
     for page in scan.paged.call("acm", "ListCertificates", {}):
         for summary in page.get("CertificateSummaryList", []):
             arn = summary["CertificateArn"]
-            if ours(scan.call("acm", "ListTagsForCertificate", {"CertificateArn": arn}).get("Tags"), scan.deployment):
-                scan.add(
-                    "acm:certificate", arn, f"certificate for {summary.get('DomainName')} ({summary.get('Status')})"
-                )
+            tags = scan.call("acm", "ListTagsForCertificate", {"CertificateArn": arn}).get("Tags")
+            if ours(tags, scan.deployment):
+                detail = f"certificate for {summary.get('DomainName')} ({summary.get('Status')})"
+                scan.add("acm:certificate", arn, detail, tags=tags)
                 found.append(scan.call("acm", "DescribeCertificate", {"CertificateArn": arn})["Certificate"])
     scan.certificates = found
 

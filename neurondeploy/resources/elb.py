@@ -167,13 +167,14 @@ def _listener(
 _ELB_TAGS_PER_CALL = 20
 
 
-def _ours_arns(scan: Scan, arns: list[str]) -> list[str]:
-    found = []
+def _ours_arns(scan: Scan, arns: list[str]) -> dict[str, list]:
+    """Of ``arns``, ours, with their tags."""
+    found = {}
     for start in range(0, len(arns), _ELB_TAGS_PER_CALL):
         chunk = arns[start : start + _ELB_TAGS_PER_CALL]
         for description in scan.call("elbv2", "DescribeTags", {"ResourceArns": chunk}).get("TagDescriptions", []):
             if ours(description.get("Tags"), scan.deployment):
-                found.append(description["ResourceArn"])
+                found[description["ResourceArn"]] = description.get("Tags")
     return found
 
 
@@ -184,28 +185,28 @@ def _find_elbv2(scan: Scan) -> None:
         for lb in page.get("LoadBalancers", [])
     ]
     ours_lbs = _ours_arns(scan, balancers)
-    for arn in ours_lbs:
-        scan.add("elbv2:load-balancer", arn, f"load balancer {arn.split('/')[-2]}")
+    for arn, tags in ours_lbs.items():
+        scan.add("elbv2:load-balancer", arn, f"load balancer {arn.split('/')[-2]}", tags=tags)
     listeners = [
         listener["ListenerArn"]
         for lb in ours_lbs
         for page in scan.paged.call("elbv2", "DescribeListeners", {"LoadBalancerArn": lb})
         for listener in page.get("Listeners", [])
     ]
-    for arn in _ours_arns(scan, listeners):
-        scan.add("elbv2:listener", arn, "listener")
+    for arn, tags in _ours_arns(scan, listeners).items():
+        scan.add("elbv2:listener", arn, "listener", tags=tags)
     groups = [
         tg["TargetGroupArn"]
         for page in scan.paged.call("elbv2", "DescribeTargetGroups", {})
         for tg in page.get("TargetGroups", [])
     ]
-    for arn in _ours_arns(scan, groups):
-        scan.add("elbv2:target-group", arn, f"target group {arn.split('/')[-2]}")
+    for arn, tags in _ours_arns(scan, groups).items():
+        scan.add("elbv2:target-group", arn, f"target group {arn.split('/')[-2]}", tags=tags)
         health = scan.call("elbv2", "DescribeTargetHealth", {"TargetGroupArn": arn})
         targets = [d["Target"] for d in health.get("TargetHealthDescriptions", [])]
         if targets:
             ids = ",".join(f"{t['Id']}:{t.get('Port', '')}" for t in targets)
-            scan.add("elbv2:target-registration", arn, f"targets {ids} still registered")
+            scan.add("elbv2:target-registration", arn, f"targets {ids} still registered", tags=tags)
 
 
 _FIND = Find("elbv2", 200, _find_elbv2)

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.model import Resource
+from neurondeploy.resources.tags import EXECUTOR_REFS
 
 
 def check_resources(resources: Iterable[Resource]) -> list[str]:
@@ -28,6 +29,8 @@ def check_resources(resources: Iterable[Resource]) -> list[str]:
     closure = _closures(by_name)
     for r in resources:
         for res, attr in sorted(r.refs()):
+            if (res, attr) in EXECUTOR_REFS:
+                continue  # provided by the executor from the state it applies with
             if res not in by_name:
                 problems.append(f"{r.name}: ${{{res}.{attr}}} names no resource")
                 continue

@@ -261,7 +261,7 @@ def _find_iam(scan: Scan) -> None:
             if role["RoleName"].startswith(prefix):
                 tags = scan.call("iam", "ListRoleTags", {"RoleName": role["RoleName"]}).get("Tags")
                 if ours(tags, scan.deployment):
-                    scan.add("iam:role", role["RoleName"], f"IAM role {role['Arn']}", "global")
+                    scan.add("iam:role", role["RoleName"], f"IAM role {role['Arn']}", "global", tags=tags)
     for page in scan.paged.call("iam", "ListInstanceProfiles", {"PathPrefix": ROLE_PATH}):
         for profile in page.get("InstanceProfiles", []):
             if profile["InstanceProfileName"].startswith(prefix):
@@ -274,6 +274,7 @@ def _find_iam(scan: Scan) -> None:
                         profile["InstanceProfileName"],
                         f"instance profile {profile['Arn']}",
                         "global",
+                        tags=got["InstanceProfile"].get("Tags"),
                     )
 
 

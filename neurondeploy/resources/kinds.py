@@ -65,8 +65,9 @@ class Scan(Protocol):
     def call(self, service: str, operation: str, params: dict) -> dict:
         """The answer; a refusal raises (the whole source then counts as unchecked)."""
 
-    def add(self, kind: str, ident: str, detail: str, where: str | None = None) -> None:
-        """Report one leftover; ``where`` is its region (default: the sweep's), "global" for IAM and Route 53."""
+    def add(self, kind: str, ident: str, detail: str, where: str | None = None, *, tags: Any = None) -> None:
+        """Report one leftover; ``where`` is its region (default: the sweep's), "global" for IAM and Route 53;
+        ``tags`` as found (a Key/Value list or a dict): they say which state owns it and which resource it is."""
 
 
 # --- the record ----------------------------------------------------------------------------------------------
@@ -138,6 +139,9 @@ class Kind:
     delete: Callable[[Caller, str], bool] | None = None  # (caller, leftover id) -> deleted (False: already gone)
     order: int | None = None  # position in the deletion order (module doc); set for every kind with a deleter
     arn: tuple[str, str] | None = None  # (service, resource type) in its ARN when "<service>:<kind>" is not it
+    # Brings a recorded object back to what its create requests ask, whatever it is now (an update in place, and
+    # the refresh's put-back): converge(caller, its ids, Expected of the new create requests) -> what it did.
+    converge: Callable[[Caller, Mapping[str, Any], Expected], list[str]] | None = None
 
 
 # --- helpers for the records ---------------------------------------------------------------------------------
@@ -200,6 +204,7 @@ def tagged(
                     kind,
                     item[ident],
                     detail(item) if detail else ec2_detail(kind, item, item.get(extra) if extra else None),
+                    tags=item.get("Tags", item.get("TagSet")),
                 )
 
     return Find(f"{request.service} {request.operation}", step, run)

@@ -29,6 +29,7 @@ from typing import Any
 
 from neurondeploy import __version__
 from neurondeploy.resources.refs import find_refs
+from neurondeploy.resources.tags import STATE, with_resource_tag
 
 # Latest Neuron DLAMI that still ships PyTorch 2.9 + torch-neuronx (the 2.32 multi-framework DLAMI dropped
 # torch-neuronx; facts §0). [NSDK] deploy/environments/dlami.rst, "SSM Parameter Prefix" (SDK 2.28-2.31 docs).
@@ -56,6 +57,9 @@ class Request:
     expect: dict[str, Any] = field(default_factory=dict)
     # Deletes only: fragments of a refusal message that mean nothing is left to do (a job that already finished)
     done_if: tuple[str, ...] = ()
+    # Updates only: JMESPath into the resource's first create request; the request is sent only when the value
+    # there changed since the last apply (an instance refresh only when what instances boot changed)
+    when: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,7 @@ class PlanContext:
     account_id: str | None = None  # None: a `sts:caller-identity-lookup` resource and ${account.Account} refs
     bucket: str | None = None  # None: the shared bucket neurondeploy-<account>-<region>
     artifact_s3_uri: str | None = None  # compiled artifact (.tar.gz); None: s3://<bucket>/<name>/artifact/model.tar.gz
+    artifact_sha256: str | None = None  # of the packed artifact; instances boot with it, so a new one rolls them
     source_s3_uri: str | None = (
         None  # training source archive; None: s3://<bucket>/<name>/source/sourcedir-<digest>.tar.gz
     )
@@ -155,7 +160,10 @@ def resource(
     update: Iterable[Request] = (),
     create_before_delete: bool = False,
 ) -> Resource:
-    """A Resource whose ``depends_on`` is every other resource its refs name, plus ``after`` (order only)."""
+    """A Resource whose ``depends_on`` is every other resource its refs name, plus ``after`` (order only).
+    Every deployment tag in its create requests gets a ``neurondeploy:resource=<name>`` tag beside it."""
+    create = [dataclasses.replace(r, params=with_resource_tag(r.params, name)) for r in create]
+    update = [dataclasses.replace(r, params=with_resource_tag(r.params, name)) for r in update]
     draft = Resource(
         name,
         type,
@@ -171,7 +179,7 @@ def resource(
     )
     if any(find_refs(value) for value in draft.identity):
         raise ValueError(f"{name}: identity must be literal values, not refs")
-    needed = {res for res, _ in draft.refs() if res != name} | set(after)
+    needed = {res for res, _ in draft.refs() if res not in (name, STATE)} | set(after)
     return dataclasses.replace(draft, depends_on=tuple(sorted(needed)))
 
 

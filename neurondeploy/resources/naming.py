@@ -10,15 +10,8 @@ from collections.abc import Mapping
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.model import PlanContext
 from neurondeploy.resources.refs import ref
+from neurondeploy.resources.tags import DEPLOYMENT_TAG, LINEAGE, LINEAGE_TAG, MANAGED_BY, MANAGED_BY_TAG
 from neurondeploy.specs import Spec
-
-DEPLOYMENT_TAG = "neurondeploy:deployment"
-
-
-MANAGED_BY_TAG = "neurondeploy:managed-by"
-
-
-MANAGED_BY = "neurondeploy"
 
 
 def aws_name(spec: Spec, suffix: str, limit: int) -> str:
@@ -40,7 +33,7 @@ def content_suffix(params: Mapping) -> str:
 
 def ownership_tags(spec: Spec, **extra: str) -> dict[str, str]:
     # Ours last: the spec refuses reserved prefixes, and ownership must never be overridden.
-    return {**spec.tags, **extra, DEPLOYMENT_TAG: spec.name, MANAGED_BY_TAG: MANAGED_BY}
+    return {**spec.tags, **extra, DEPLOYMENT_TAG: spec.name, MANAGED_BY_TAG: MANAGED_BY, LINEAGE_TAG: LINEAGE}
 
 
 def tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
@@ -74,7 +67,12 @@ def bucket_name(region: str, ctx: PlanContext) -> str:
 
 
 def artifact_uri(spec: Spec, ctx: PlanContext) -> str:
-    return ctx.artifact_s3_uri or f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/artifact/model.tar.gz"
+    """Named by the artifact's sha256 when it is known: a new model is a new object, so what points at it (the
+    SageMaker model, the instances' user data) changes and rolls out, while the running one keeps its own."""
+    if ctx.artifact_s3_uri:
+        return ctx.artifact_s3_uri
+    name = f"model-{ctx.artifact_sha256[:16]}.tar.gz" if ctx.artifact_sha256 else "model.tar.gz"
+    return f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/artifact/{name}"
 
 
 def source_uri(spec: Spec, ctx: PlanContext) -> str:

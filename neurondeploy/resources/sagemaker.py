@@ -107,7 +107,7 @@ def sagemaker_tags(spec: Spec, **extra: str) -> list[dict]:
 def _find_sagemaker(scan: Scan) -> None:
     # Every name our builders give contains the deployment name: NameContains saves a ListTags per object.
     paged, named = scan.paged, {"NameContains": scan.deployment}
-    endpoints = []
+    endpoints: dict[str, list] = {}  # name -> tags
     for pages, key, name_key, arn_key, kind in [
         (
             paged.call("sagemaker", "ListEndpoints", named),
@@ -137,16 +137,18 @@ def _find_sagemaker(scan: Scan) -> None:
             for item in page.get(key, []):
                 tags = scan.call("sagemaker", "ListTags", {"ResourceArn": item[arn_key]}).get("Tags")
                 if ours(tags, scan.deployment):
-                    scan.add(kind, item[name_key], f"{kind.split(':')[1]} {item[name_key]}")
+                    scan.add(kind, item[name_key], f"{kind.split(':')[1]} {item[name_key]}", tags=tags)
                     if kind == "sagemaker:endpoint":
-                        endpoints.append(item[name_key])
+                        endpoints[item[name_key]] = tags
     if endpoints:  # scaling targets of our endpoints are ours (moto keeps no tags on scaling targets)
-        prefixes = tuple(f"endpoint/{e}/" for e in endpoints)
+        prefixes = tuple(f"endpoint/{e}/" for e in endpoints)  # they take their endpoint's owner
         for page in paged.call("application-autoscaling", "DescribeScalableTargets", {"ServiceNamespace": "sagemaker"}):
             for target in page.get("ScalableTargets", []):
                 if target["ResourceId"].startswith(prefixes):
                     ident = "|".join((target["ServiceNamespace"], target["ScalableDimension"], target["ResourceId"]))
-                    scan.add("application-autoscaling:scalable-target", ident, f"scaling of {target['ResourceId']}")
+                    endpoint = target["ResourceId"].split("/")[1]
+                    detail = f"scaling of {target['ResourceId']}"
+                    scan.add("application-autoscaling:scalable-target", ident, detail, tags=endpoints.get(endpoint))
 
 
 FIND_SAGEMAKER = Find("sagemaker", 500, _find_sagemaker)

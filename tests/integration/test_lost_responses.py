@@ -23,6 +23,7 @@ from .test_apply import (  # noqa: F401  (fixtures)
     NAME,
     apply_once,
     artifact,
+    artifact_key,
     count_resources,
     tagged,
     transport,
@@ -93,7 +94,7 @@ def test_a_lost_answer_to_any_mutating_call_converges_without_duplicates(world, 
     operations = [(c.service, c.operation) for c in fresh.mutating_calls() if c.operation not in bucket_setup]
     every_k = os.environ.get("NEURONDEPLOY_EVERY_K") == "1"
     rounds = [k for k, op in enumerate(operations, 1) if every_k or op not in operations[: k - 1]]
-    bucket, key = "neurondeploy-123456789012-us-east-1", f"{NAME}/artifact/model.tar.gz"
+    bucket, key = "neurondeploy-123456789012-us-east-1", artifact_key(artifact)
     for k in rounds:
         aws.client("s3").delete_object(Bucket=bucket, Key=key)
         loaded, zone = zone_and_spec(aws, tmp_path, f"lost-{k}")  # moto's Route 53 journal: a zone per round

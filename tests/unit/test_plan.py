@@ -15,6 +15,7 @@ from neurondeploy.engine.saved_plans import load_saved_plan, save_plan
 from neurondeploy.errors import PlanError
 from neurondeploy.planner.plan import PlanRefused, build_plan
 from neurondeploy.resources.refs import find_refs
+from neurondeploy.resources.tags import EXECUTOR_REFS
 from neurondeploy.specs import load_spec, parse_spec
 
 TEMPLATES = sorted((Path(__file__).parents[2] / "templates").glob("*.yaml"))
@@ -52,7 +53,7 @@ def test_template_plans_offline_with_every_request_validated(template):
         assert len(resource["requests"]) >= 1, resource["name"]
         for request in resource["requests"] + resource["delete_requests"]:
             assert request["validated"], (resource["name"], request["operation"], request["problems"])
-        for name, _ in find_refs([r["params"] for r in resource["requests"]]):
+        for name, _ in find_refs([r["params"] for r in resource["requests"]]) - EXECUTOR_REFS:
             assert name in names, f"{resource['name']} refers to unknown resource {name}"
     assert plan["request_count"] == plan["validated_count"] > 0
     assert plan["cost"]["hourly_usd"] > 0

@@ -1,0 +1,72 @@
+"""`import NAME`: adopt a deployment that exists in AWS (made by another state, a lost one, or an older
+neurondeploy) into this state, as Terraform's ``import`` does.
+
+Everything that carries ``neurondeploy:deployment=NAME`` is given this state's lineage (tags; the ownership TXT
+record is rewritten), and the deployment is recorded here with its region. The next ``apply SPEC`` then adopts
+each object as the resource its ``neurondeploy:resource`` tag names (instead of making a second one) and puts
+back what differs from the spec; ``destroy NAME`` deletes it all. The other state, if it still exists, no longer
+owns any of it: its next apply or destroy is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from neurondeploy.aws.transport import AwsTransport
+from neurondeploy.engine.ownership import NEVER_ORPHANS
+from neurondeploy.engine.state import StateStore
+from neurondeploy.engine.sweep import UNCHECKED, AwsCaller, Leftover, find_leftovers, zone_id
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.resources.retag import retag_request
+from neurondeploy.resources.route53 import find_record, owner_record_retag
+from neurondeploy.resources.tags import DEPLOYMENT_TAG, LINEAGE_TAG
+
+
+class ImportRefused(NeurondeployError):
+    exit_code = 6
+
+
+def import_deployment(
+    name: str,
+    transport: AwsTransport,
+    state: StateStore,
+    *,
+    hosted_zone_ids: Iterable[str] = (),
+    on_event: Callable[[str], None] | None = None,
+) -> list[Leftover]:
+    """Give every object of deployment ``name`` this state's lineage and record the deployment; returns what was
+    retagged. Refuses (changing nothing) when a source could not be read or nothing carries the tag."""
+    say = on_event or (lambda message: None)
+    zones = [zone_id(z) for z in hosted_zone_ids]
+    found = [item for item in find_leftovers(transport, name, hosted_zone_ids=zones) if item.type not in NEVER_ORPHANS]
+    unchecked = [item for item in found if item.type == UNCHECKED]
+    if unchecked:
+        raise ImportRefused(
+            f"cannot import {name}: {unchecked[0].id} could not be read ({unchecked[0].detail})",
+            "fix the permission or connectivity problem and import again; nothing was changed",
+        )
+    if not found:
+        raise ImportRefused(
+            f"nothing in {transport.region} carries {DEPLOYMENT_TAG}={name}",
+            "check the name and --region (and --zone for its DNS records)",
+        )
+    account = transport.call("sts", "GetCallerIdentity", {})["Account"]
+    kind = "training" if any(item.type == "sagemaker:training-job" for item in found) else "inference"
+    retagged: list[Leftover] = []
+    with state.lock(name, transport.region, kind):  # records the deployment (and keeps an apply out meanwhile)
+        for item in found:
+            if item.lineage == state.lineage:
+                continue
+            if item.type == "route53:owner-record":
+                record = find_record(AwsCaller(transport), item.id)
+                request = owner_record_retag(item.id.split("|", 1)[0], record, name, state.lineage) if record else None
+            else:
+                request = retag_request(
+                    item.type, item.id, {LINEAGE_TAG: state.lineage}, region=transport.region, account=account
+                )
+            if request is None:
+                continue  # speaks through another object (records, scaling targets)
+            transport.call(request.service, request.operation, request.params)
+            say(f"imported {item.type} {item.id}")
+            retagged.append(item)
+    return retagged
