@@ -27,6 +27,7 @@ from neurondeploy.catalog.instances import (
     legal_tp_degrees,
     price_per_hour,
     regions,
+    replicas_per_instance,
     tp_backends,
     tp_tables,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "dlc_account",
     "dlc_accounts",
     "get_instance",
+    "replicas_per_instance",
     "get_sdk",
     "image_accounts",
     "image_purposes",

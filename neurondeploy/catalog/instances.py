@@ -183,3 +183,8 @@ def legal_tp_degrees(instance: InstanceType, backend: str) -> tuple[int, ...]:
     if table is None:
         return ()
     return tuple(d for d in table.degrees if d <= instance.neuron_cores)
+
+
+def replicas_per_instance(instance_type: str, tensor_parallel: int) -> int:
+    """Model replicas one instance serves: one per group of ``tensor_parallel`` NeuronCores."""
+    return max(1, get_instance(instance_type).neuron_cores // tensor_parallel)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from neurondeploy.cli.options import open_state_of, transport_for
-from neurondeploy.cli.output import console_err, print_json
+from neurondeploy.cli.confirm import confirm
+from neurondeploy.cli.options import image_context, open_state_of, transport_for
+from neurondeploy.cli.output import console_err, dollars, print_json
+from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.engine.apply import apply_spec
+from neurondeploy.engine.changes import recorded_hourly_usd
 from neurondeploy.engine.saved_plans import check_saved_plan
+from neurondeploy.planner.plan import build_plan
 from neurondeploy.specs import load_spec
 
 
@@ -23,28 +27,42 @@ def cmd_apply(args) -> int:
         )
 
     def compile_artifact(loaded_spec):
+        cache = CompileCache(root=Path(args.cache_dir)) if args.cache_dir else None
         return compile_spec(
-            loaded_spec, backend=args.backend, out_dir=Path(args.out) if args.out else None
+            loaded_spec, backend=args.backend, out_dir=Path(args.out) if args.out else None, cache=cache
         ).artifact_dir
 
-    context = {
-        key: value for key, value in (("ami_ssm_parameter", args.ami_ssm_parameter), ("ami_id", args.ami_id)) if value
-    }
+    context = image_context(args)
+
+    def review(planned, upload_uri) -> None:
+        for change in planned.pending:
+            console.print(f"  {change.line()}")
+        if upload_uri:
+            console.print(f"  + the artifact, to {upload_uri}")
+        before = state.get(loaded.spec.name)
+        cost_before = recorded_hourly_usd(before) if before else 0.0
+        cost_after = build_plan(loaded).cost.hourly_usd
+        console.print(f"{loaded.spec.name}: {planned.summary()}; cost {dollars(cost_before)} -> {dollars(cost_after)}")
+        confirm(args, console, f"apply these changes to {loaded.spec.name}")
+
+    state = open_state_of(args)
     result = apply_spec(
         loaded,
         transport=transport,
-        state=open_state_of(args),
+        state=state,
         artifact_dir=Path(args.artifact) if args.artifact else None,
         compile_artifact=compile_artifact,
         rollback=args.rollback,
         parallel=not args.sequential,
         on_event=lambda message: console.print(f"  {message}"),
         context=context,
+        review=review,
     )
     mutating = len(transport.mutating_calls())
     summary = {
         "deployment": loaded.spec.name,
         "created": result.created,
+        "updated": result.updated,
         "unchanged": len(result.unchanged),
         "deleted": result.deleted,
         "mutating_calls": mutating,
@@ -55,7 +73,8 @@ def cmd_apply(args) -> int:
         print_json(summary)
     else:
         console.print(
-            f"[bold]{loaded.spec.name}[/]: {len(result.created)} created, {len(result.unchanged)} unchanged, "
+            f"[bold]{loaded.spec.name}[/]: {len(result.created)} created, {len(result.updated)} updated in place, "
+            f"{len(result.unchanged)} unchanged, "
             f"{len(result.deleted)} deleted; {mutating} mutating AWS calls of {len(transport.calls)} in {result.seconds:.1f} s"
         )
     return 0

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+from neurondeploy.cli.options import image_context
 from neurondeploy.cli.output import console_out, print_json
 from neurondeploy.cli.render import render_plan, render_size
+from neurondeploy.engine.changes import changes_against_state, recorded_hourly_usd
 from neurondeploy.engine.saved_plans import save_plan
-from neurondeploy.planner.plan import build_plan_for_file
+from neurondeploy.engine.state import StateStore, default_state_path
+from neurondeploy.planner.plan import build_plan
 from neurondeploy.planner.size import architecture_of, check_load, size_report
 from neurondeploy.planner.validate import validate_files
+from neurondeploy.specs import load_spec
 from neurondeploy.specs.loader import SPEC_KINDS
 
 
@@ -25,7 +30,17 @@ def cmd_validate(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    plan = build_plan_for_file(args.spec)
+    loaded = load_spec(args.spec)
+    plan = build_plan(loaded)
+    path = default_state_path() if args.state is None else args.state
+    if not str(path).startswith("s3://") and Path(path).is_file():  # a plan never creates a state file
+        state = StateStore(Path(path))
+        before = state.get(plan.name)
+        if before is not None:
+            planned = changes_against_state(loaded, before, state.lineage, image_context(args))
+            plan.changes = [change.line() for change in planned.pending]
+            plan.changes_summary = planned.summary()
+            plan.hourly_usd_before = recorded_hourly_usd(before)
     if args.out:
         save_plan(plan, args.out)
     if args.json:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from neurondeploy.cli.confirm import confirm
 from neurondeploy.cli.options import open_state_of, transport_for
 from neurondeploy.cli.output import console_err, print_json
 from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.drift import drift
 from neurondeploy.engine.executor import Executor
+from neurondeploy.engine.importer import import_deployment
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.training.jobs import training_job_status
 
@@ -21,6 +23,14 @@ def cmd_destroy(args) -> int:
         )
     console = console_err()
     transport = transport_for(region, args)
+    if recorded is not None:
+        for resource in sorted(recorded.resources.values(), key=lambda r: -r.sequence):
+            console.print(f"    - {resource.name} ({resource.type})")
+    console.print(
+        f"{args.name}: {len(recorded.resources) if recorded else 0} recorded resources to delete, then whatever "
+        f"else carries its tag and this state's lineage"
+    )
+    confirm(args, console, f"destroy {args.name}")
     executor = Executor(transport, state, on_event=lambda message: console.print(f"  {message}"))
     report = destroy(args.name, executor, transport, state)
     for leftover in report.remaining:
@@ -34,6 +44,20 @@ def cmd_destroy(args) -> int:
     if report.errors and not report.remaining:
         console.print("state keeps the deployment; run destroy again once the cause is fixed")
     return 0 if report.clean else 7
+
+
+def cmd_import(args) -> int:
+    state = open_state_of(args)
+    console = console_err()
+    transport = transport_for(args.region, args)
+    retagged = import_deployment(
+        args.name, transport, state, hosted_zone_ids=args.zone, on_event=lambda m: console.print(f"  {m}")
+    )
+    console.print(
+        f"{args.name}: {len(retagged)} resources now carry this state's lineage ({state.lineage}); "
+        f"`neurondeploy apply SPEC` adopts them, `neurondeploy destroy {args.name}` deletes them"
+    )
+    return 0
 
 
 def cmd_status(args) -> int:
@@ -97,6 +121,7 @@ def cmd_drift(args) -> int:
 
 
 def cmd_unlock(args) -> int:
-    open_state_of(args).unlock(args.name)
-    print(f"unlocked {args.name}")
+    """The state decides: refused while the holder runs on this host, a no-op when unlocked, unknown names fail."""
+    outcome = open_state_of(args).unlock(args.name)
+    print(outcome or f"unlocked {args.name}")  # the S3 store says nothing
     return 0

@@ -16,6 +16,15 @@ from neurondeploy.errors import NeurondeployError
 EXIT_INTERNAL = 70
 
 
+def _image_options(parser) -> None:
+    parser.add_argument(
+        "--ami-ssm-parameter",
+        metavar="NAME",
+        help="SSM parameter holding the Neuron DLAMI id (default: the public PyTorch 2.9 DLAMI)",
+    )
+    parser.add_argument("--ami-id", metavar="AMI", help="pin the instance image instead of resolving the SSM parameter")
+
+
 def _state_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state",
@@ -48,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE_OR_S3_URI",
         help="save the plan (carries the spec's hash; a changed spec makes it stale); apply --plan checks it",
     )
+    plan.add_argument(
+        "--state",
+        metavar="FILE",
+        help="diff against this state (default $NEURONDEPLOY_STATE or ~/.neurondeploy/state.db)",
+    )
+    _image_options(plan)  # as apply gets them, so the diff against state compares like with like
     plan.set_defaults(handler="check:cmd_plan")
 
     size = commands.add_parser("size", help="which instances and TP degrees fit a model, cheapest first")
@@ -117,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     apply.add_argument("spec", metavar="SPEC")
     apply.add_argument("--local", action="store_true", help="run on this machine: CPU compile and a loopback endpoint")
+    apply.add_argument("--yes", action="store_true", help="do not ask before changing AWS (needed without a terminal)")
     apply.add_argument("--host", default="127.0.0.1")
     apply.add_argument("--port", type=int, default=8080)
     apply.add_argument("--backend", default="auto", choices=["auto", "neuron", "cpu"])
@@ -133,12 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="create one resource at a time (default: independent ones in parallel)",
     )
-    apply.add_argument(
-        "--ami-ssm-parameter",
-        metavar="NAME",
-        help="SSM parameter holding the Neuron DLAMI id (default: the public PyTorch 2.9 DLAMI)",
-    )
-    apply.add_argument("--ami-id", metavar="AMI", help="pin the instance image instead of resolving the SSM parameter")
+    _image_options(apply)
     apply.add_argument(
         "--plan",
         metavar="FILE_OR_S3_URI",
@@ -193,8 +204,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     destroy.add_argument("name", metavar="NAME")
     destroy.add_argument("--region", help="needed only when the state has no record of the deployment")
+    destroy.add_argument("--yes", action="store_true", help="do not ask before deleting (needed without a terminal)")
     _state_options(destroy)
     destroy.set_defaults(handler="deploy:cmd_destroy")
+
+    import_ = commands.add_parser(
+        "import", help="adopt a deployment that exists in AWS (another or a lost state made it) into this state"
+    )
+    import_.add_argument("name", metavar="NAME")
+    import_.add_argument("--region", required=True, help="where the deployment lives")
+    import_.add_argument(
+        "--zone", action="append", default=[], metavar="HOSTED_ZONE_ID", help="hosted zone of its DNS records"
+    )
+    _state_options(import_)
+    import_.set_defaults(handler="deploy:cmd_import")
 
     status = commands.add_parser("status", help="what state records for a deployment (or all)")
     status.add_argument("name", metavar="NAME", nargs="?")

@@ -22,6 +22,10 @@ def console_err():
     return Console(highlight=False, soft_wrap=True, stderr=True)
 
 
+def dollars(hourly_usd: float | None) -> str:
+    return f"${hourly_usd:,.2f}/hour" if hourly_usd is not None else "unknown"
+
+
 def bucket_line(bucket) -> str:
     state = f"cache hit ({bucket.source})" if bucket.cache_hit else f"compiled in {bucket.trace_s:.1f} s"
     return f"  bucket batch {bucket.batch_size} × {bucket.length}: {state}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from neurondeploy.cli.output import dollars
+
 
 def render_plan(plan, console) -> None:
     console.print(
@@ -21,6 +23,13 @@ def render_plan(plan, console) -> None:
     for request in (r for resource in plan.resources for r in resource.requests if not r.validated):
         for problem in request.problems:
             console.print(f"[red]refused offline[/]: {request.service}:{request.operation}: {problem}")
+    if plan.changes is not None:
+        console.print("[bold]against state[/] (what apply would change; apply refreshes from AWS first):")
+        for line in plan.changes or ["    nothing: AWS already has what the spec asks"]:
+            console.print(f"  {line}")
+        console.print(
+            f"  {plan.changes_summary}; cost {dollars(plan.hourly_usd_before)} -> {dollars(plan.cost.hourly_usd)}"
+        )
     cost = plan.cost
     total = f"${cost.hourly_usd:,.2f}/hour" if cost.hourly_usd is not None else "unknown"
     if plan.kind == "training" and cost.run_ceiling_usd is not None:

@@ -8,14 +8,27 @@ Everything idempotent: a second apply of an unchanged spec sends no mutating cal
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from neurondeploy.archive import artifact_digest
 from neurondeploy.aws.transport import AwsTransport
-from neurondeploy.engine.destroy import delete_orphans
+from neurondeploy.engine.changes import Changes, changes
+from neurondeploy.engine.destroy import sweep_leftovers
 from neurondeploy.engine.executor import ApplyResult, Executor
-from neurondeploy.engine.state import StateStore
-from neurondeploy.engine.uploads import ApplyError, check_serving_image, ensure_bucket, upload_artifact
+from neurondeploy.engine.ownership import ownership_of, refuse_foreign
+from neurondeploy.engine.quotas import check_quotas
+from neurondeploy.engine.refresh import refresh
+from neurondeploy.engine.state import DeploymentState, StateStore
+from neurondeploy.engine.sweep import Leftover
+from neurondeploy.engine.uploads import (
+    ApplyError,
+    artifact_is_current,
+    check_serving_image,
+    ensure_bucket,
+    upload_artifact,
+)
+from neurondeploy.errors import NeurondeployError
 from neurondeploy.planner.checks import errors_of, run_checks
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.plan import PlanRefused
@@ -40,7 +53,10 @@ def apply_spec(
     parallel: bool = True,
     on_event: Callable[[str], None] | None = None,
     context: dict | None = None,
+    review: Callable[[Changes, str | None], None] | None = None,
 ) -> ApplyResult:
+    """``review(changes, artifact_uri_to_upload)`` sees what the apply would do before its first mutating call
+    (and only when it would do something); raising there stops it with nothing changed."""
     spec = loaded.spec
     if spec.kind == "training":
         raise ApplyError(
@@ -51,8 +67,15 @@ def apply_spec(
         raise PlanRefused(findings)
     on_event = on_event or (lambda message: None)
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
+    for line in check_quotas(transport, spec):  # read-only; a quota below the need refuses before any create
+        on_event(line)
     ctx = plan_context(loaded, account_id=account, **(context or {}))
+    zones = [spec.dns.hosted_zone_id] if spec.dns else []
+    # Read-only and before any upload: the artifact in S3 is what a live deployment's instances boot from.
+    found = ownership_of(transport, spec.name, state.lineage, state.get(spec.name), zones)
+    refuse_foreign(spec.name, found.foreign, str(state.path))
     check_serving_image(transport, spec, ctx)  # before any upload: a refused apply leaves nothing behind
+    upload: tuple[Path, str, str] | None = None  # (directory, uri, sha256) of an artifact S3 lacks
     if needs_artifact(loaded):
         if artifact_dir is None:
             if compile_artifact is None:
@@ -61,26 +84,29 @@ def apply_spec(
                     "pass --artifact DIR, or let apply compile it",
                 )
             artifact_dir = compile_artifact(loaded)
-        ensure_bucket(transport, spec.region, ctx)
-        uri = artifact_uri(spec, ctx)
-        if upload_artifact(transport, Path(artifact_dir), uri):
-            on_event(f"uploaded the artifact to {uri}")
-        ctx = dataclasses.replace(ctx, artifact_s3_uri=uri)
+        digest = artifact_digest(Path(artifact_dir))
+        uri = artifact_uri(spec, dataclasses.replace(ctx, artifact_sha256=digest))
+        if not artifact_is_current(transport, uri, digest):
+            upload = (Path(artifact_dir), uri, digest)
+        # The digest is in what instances boot with: a changed artifact rolls the fleet.
+        ctx = dataclasses.replace(ctx, artifact_s3_uri=uri, artifact_sha256=digest)
     resources = deployment_resources(spec, ctx)
+    refreshed = refresh(spec.name, transport, state, resources)
+    for item in refreshed.items:
+        on_event(f"refresh: {item.resource} ({item.type}) {item.kind}: {item.detail}")
+    if review is not None:
+        planned = changes(
+            state.get(spec.name), resources, lineage=state.lineage, gone=refreshed.gone, drifted=refreshed.drifted
+        )
+        if planned.pending or upload or found.ours:
+            review(planned, upload[1] if upload else None)
+    if upload is not None:
+        ensure_bucket(transport, spec.region, ctx)
+        upload_artifact(transport, *upload)
+        on_event(f"uploaded the artifact to {upload[1]}")
     executor = Executor(transport, state, parallel=parallel, on_event=on_event)
-    existed = state.get(spec.name) is not None
     with state.lock(spec.name, spec.region, spec.kind):  # re-entered by the executor
-        before = state.get(spec.name)
-        if (
-            existed
-            and before is not None
-            and (before.spec_digest != loaded.digest or any(not r.complete for r in before.resources.values()))
-        ):
-            # The last apply did not finish (or the spec changed): anything it created without hearing back goes first.
-            delete_orphans(
-                transport, before, hosted_zone_ids=[spec.dns.hosted_zone_id] if spec.dns else [], on_event=on_event
-            )
-        return executor.apply(
+        result = executor.apply(
             spec.name,
             spec.region,
             spec.kind,
@@ -88,4 +114,33 @@ def apply_spec(
             spec_digest=loaded.digest,
             spec_json=spec.model_dump_json(),
             rollback=rollback,
+            found=found.ours,
+            gone=refreshed.gone,
+            drifted=refreshed.drifted,
         )
+        if found.ours:  # what an earlier apply of this state made without hearing back, and nothing adopted
+            delete_unclaimed(transport, spec.name, state.lineage, state.get(spec.name), zones, on_event)
+    return result
+
+
+def delete_unclaimed(
+    transport: AwsTransport,
+    name: str,
+    lineage: str,
+    recorded: DeploymentState | None,
+    hosted_zone_ids: Iterable[str],
+    on_event: Callable[[str], None],
+) -> list[Leftover]:
+    """After an apply that found leftovers of its own lineage: delete those it did not adopt. They are this
+    state's (its lineage tag says so) and no resource of the spec is them."""
+    left = ownership_of(transport, name, lineage, recorded, hosted_zone_ids).ours
+    for item in left:
+        on_event(f"deleting {item.type} {item.id}: made by an earlier apply of this state that lost its answer")
+    errors: list[str] = []
+    swept = sweep_leftovers(transport, left, errors, on_event)
+    if errors:
+        raise NeurondeployError(
+            f"could not delete what an interrupted apply left: {errors[0]}",
+            "delete it by hand, or run `neurondeploy destroy` and apply again",
+        )
+    return swept

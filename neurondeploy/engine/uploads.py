@@ -38,18 +38,25 @@ def ensure_bucket(transport: AwsTransport, region: str, ctx: PlanContext) -> str
     return name
 
 
+def artifact_is_current(transport: AwsTransport, uri: str, digest: str) -> bool:
+    """Whether the object at ``uri`` is the artifact of sha256 ``digest`` (read-only: HeadObject)."""
+    bucket, key = split_s3(uri)
+    try:
+        head = transport.call("s3", "HeadObject", {"Bucket": bucket, "Key": key})
+    except AwsCallError as exc:
+        if is_s3_missing_object(exc) or is_s3_missing_bucket(exc):
+            return False
+        raise
+    return head.get("Metadata", {}).get(SHA256_METADATA) == digest
+
+
 def upload_artifact(transport: AwsTransport, directory: Path, uri: str, digest: str | None = None) -> bool:
     """Put the packed artifact at ``uri`` unless the object there already has the same sha256 (``digest``, when
     the caller has it already: :func:`artifact_digest` of ``directory``). True if sent."""
     digest = digest or artifact_digest(directory)
+    if artifact_is_current(transport, uri, digest):
+        return False
     bucket, key = split_s3(uri)
-    try:
-        head = transport.call("s3", "HeadObject", {"Bucket": bucket, "Key": key})
-        if head.get("Metadata", {}).get(SHA256_METADATA) == digest:
-            return False
-    except AwsCallError as exc:
-        if not is_s3_missing_object(exc):
-            raise
     transport.call(
         "s3",
         "PutObject",

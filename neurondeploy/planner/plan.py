@@ -57,6 +57,11 @@ class Plan(BaseModel):
     resources: list[PlannedResource]
     request_count: int
     validated_count: int
+    # Against a state that records the deployment (`plan` with --state): "<symbol> <name> (<type>): <action> (...)"
+    # per resource that would change, the counts, and the $/hour of what state records (None: no state given).
+    changes: list[str] | None = None
+    changes_summary: str | None = None
+    hourly_usd_before: float | None = None
 
     @property
     def all_validated(self) -> bool:

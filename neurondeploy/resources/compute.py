@@ -12,17 +12,20 @@ import base64
 import json
 import shlex
 
+from neurondeploy.catalog import replicas_per_instance
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Find, Kind, Scan, done, it, ours, tagged
-from neurondeploy.resources.model import PlanContext, Request, Resource, resource
+from neurondeploy.resources.model import PlanContext, Request, Resource, requests_hash, resource
 from neurondeploy.resources.naming import DEPLOYMENT_TAG, aws_name, ec2_tags, ownership_tags, split_s3, tag_list
 from neurondeploy.resources.refs import find_refs, ref
 from neurondeploy.specs import InferenceSpec
+from neurondeploy.specs.inference import SERVING_ENV, serving_env_value
 
 USER_DATA_MAX_BYTES = 16 * 1024  # EC2 limit, before base64
 INSTALL_SECONDS = 300  # pip install + service start, added to the ASG health-check grace period
 ACCOUNT_REF = ref("account", "Account")
 APP_DIR = "/opt/neurondeploy"
+BOOT_TAG = "neurondeploy:boot"  # on the Auto Scaling group: what its launch template boots (boot_digest)
 
 
 def ami_resource(ctx: PlanContext, min_root_gib: int | None = None) -> Resource:
@@ -63,7 +66,12 @@ def user_data_script(
     install_requirement: str = PlanContext.install_requirement,
 ) -> str:
     """Boot script: install neurondeploy into the DLAMI's Neuron PyTorch venv, fetch and unpack the
-    artifact, run ``neurondeploy serve`` under systemd (restarted on failure, started on every boot)."""
+    artifact, run ``neurondeploy serve`` on it under systemd (restarted on failure, started on every boot).
+
+    It carries only what boot needs: the artifact (its URI names its sha256, so a new artifact is a new launch
+    template version and rolls the fleet), the serving section (as the container contract's $NEURONDEPLOY_SERVING), the
+    replica count, the port and the container env. Capacity, network, load balancer, DNS and tags are not in it:
+    changing them touches only the resources they belong to."""
     unresolvable = find_refs(artifact_s3_uri) - {("account", "Account")}
     if unresolvable:
         raise PlanError(
@@ -75,17 +83,19 @@ def user_data_script(
     env = "".join(
         f"Environment={shlex.quote(f'{k}={v}'.replace('%', '%%'))}\n" for k, v in spec.deployment.container.env.items()
     )
+    serving = f"{SERVING_ENV}={serving_env_value(spec.serving)}".replace("%", "%%")
+    env = f"Environment={shlex.quote(serving)}\n" + env
     serve = shlex.join(
         [
             f"{venv}/bin/neurondeploy",
             "serve",
-            f"{APP_DIR}/spec.json",
-            "--artifact",
             f"{APP_DIR}/artifact",
             "--host",
             "0.0.0.0",
             "--port",
             str(spec.serving.port),
+            "--replicas",
+            str(replicas_per_instance(spec.deployment.instance_type, spec.deployment.tensor_parallel)),
         ]
     )
     return f"""#!/bin/bash
@@ -94,9 +104,6 @@ set -euo pipefail
 exec > >(tee -a /var/log/neurondeploy-bootstrap.log) 2>&1
 mkdir -p {APP_DIR}/artifact
 {shlex.quote(venv)}/bin/pip install --no-cache-dir {shlex.quote(install_requirement)}
-cat > {APP_DIR}/spec.json <<'SPEC'
-{spec.model_dump_json()}
-SPEC
 {shlex.quote(venv)}/bin/python - <<'PY'
 import boto3
 region, bucket, key = {json.dumps(spec.region)}, {json.dumps(bucket)}, {json.dumps(key)}
@@ -131,7 +138,12 @@ systemctl enable --now neurondeploy.service
 
 
 def launch_template_resource(spec: InferenceSpec, ctx: PlanContext, artifact_s3_uri: str) -> Resource:
-    script = user_data_script(spec, artifact_s3_uri, venv=ctx.neuron_venv, install_requirement=ctx.install_requirement)
+    script = user_data_script(
+        spec,
+        artifact_s3_uri,
+        venv=ctx.neuron_venv,
+        install_requirement=ctx.install_requirement,
+    )
     if len(script.encode()) > USER_DATA_MAX_BYTES:
         raise PlanError(
             f"instance user data is {len(script.encode())} bytes; EC2 allows {USER_DATA_MAX_BYTES}",
@@ -180,7 +192,28 @@ def launch_template_resource(spec: InferenceSpec, ctx: PlanContext, artifact_s3_
         ],
         [Request("ec2", "DeleteLaunchTemplate", {"LaunchTemplateId": template_id})],
         description=f"{spec.deployment.instance_type}, Neuron DLAMI, IMDSv2, encrypted root volume, no SSH key",
+        identity=(name,),
+        # A boot change (user data, AMI, instance type) is a new version, made the default; the Auto Scaling
+        # group moves to it and rolls its instances (autoscaling_group_resource).
+        update=[
+            Request(
+                "ec2",
+                "CreateLaunchTemplateVersion",
+                {"LaunchTemplateId": template_id, "LaunchTemplateData": data},
+                {"Version": "to_string(LaunchTemplateVersion.VersionNumber)"},
+            ),
+            Request(
+                "ec2",
+                "ModifyLaunchTemplate",
+                {"LaunchTemplateId": template_id, "DefaultVersion": ref("launch-template", "Version")},
+            ),
+        ],
     )
+
+
+def boot_digest(template: Resource) -> str:
+    """16 hex characters naming what a launch template boots (its data as built, refs unresolved)."""
+    return requests_hash(template.create)[:16]
 
 
 def capacity(spec: InferenceSpec) -> tuple[int, int, int]:
@@ -191,7 +224,12 @@ def capacity(spec: InferenceSpec) -> tuple[int, int, int]:
     return scaling.min_instances, scaling.max_instances, min(max(count, scaling.min_instances), scaling.max_instances)
 
 
-def autoscaling_group_resource(spec: InferenceSpec, subnet_ids: list[str], *, after: list[str]) -> Resource:
+def autoscaling_group_resource(
+    spec: InferenceSpec, subnet_ids: list[str], *, after: list[str], boot: str = ""
+) -> Resource:
+    """``boot``: :func:`boot_digest` of the launch template. It is a tag of the group, so a boot change is a change
+    of the group, updated in place: the new template version, then an instance refresh that keeps every
+    instance serving until its replacement is healthy (MinHealthyPercentage 100)."""
     name = aws_name(spec, "asg", 255)
     low, high, desired = capacity(spec)
     deployment = spec.deployment
@@ -200,6 +238,16 @@ def autoscaling_group_resource(spec: InferenceSpec, subnet_ids: list[str], *, af
         {"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": name, "ResourceType": "auto-scaling-group"}
         for k, v in ownership_tags(spec).items()
     ]
+    if boot:
+        tags.append(
+            {
+                "Key": BOOT_TAG,
+                "Value": boot,
+                "PropagateAtLaunch": False,
+                "ResourceId": name,
+                "ResourceType": "auto-scaling-group",
+            }
+        )
     create = [
         Request(
             "autoscaling",
@@ -245,12 +293,36 @@ def autoscaling_group_resource(spec: InferenceSpec, subnet_ids: list[str], *, af
         )
     # No botocore waiter for ASG deletion: the executor polls DescribeAutoScalingGroups until the group is
     # gone (its instances terminated) before deleting the launch template and security groups.
+    group = create[0].params
+    updatable = ("LaunchTemplate", "MinSize", "MaxSize", "DesiredCapacity", "VPCZoneIdentifier", "HealthCheckType")
+    update = [
+        Request(
+            "autoscaling",
+            "UpdateAutoScalingGroup",
+            {"AutoScalingGroupName": name, **{key: group[key] for key in updatable}, "HealthCheckGracePeriod": grace},
+        ),
+        Request("autoscaling", "CreateOrUpdateTags", {"Tags": group["Tags"]}, when="Tags"),
+        *create[1:],  # PutScalingPolicy replaces the policy of that name
+        Request(
+            "autoscaling",
+            "StartInstanceRefresh",
+            {
+                "AutoScalingGroupName": name,
+                "Strategy": "Rolling",
+                # Launch before terminate: every instance keeps serving until its replacement passes health checks.
+                "Preferences": {"MinHealthyPercentage": 100, "MaxHealthyPercentage": 200, "InstanceWarmup": grace},
+            },
+            when=f"Tags[?Key=='{BOOT_TAG}'] | [0].Value",
+        ),
+    ]
     return resource(
         "asg",
         "autoscaling:group",
         create,
         [Request("autoscaling", "DeleteAutoScalingGroup", {"AutoScalingGroupName": name, "ForceDelete": True})],
         after=after,
+        identity=(name,),
+        update=update,
         description=f"{low}-{high} × {deployment.instance_type} behind the target group (ELB health checks)"
         + ("; target tracking on ALBRequestCountPerTarget" if deployment.autoscaling else ""),
     )
@@ -275,6 +347,7 @@ def _find_groups(scan: Scan) -> None:
                     "autoscaling:group",
                     group["AutoScalingGroupName"],
                     f"Auto Scaling group, {len(group.get('Instances', []))} instances{status}",
+                    tags=group.get("Tags"),
                 )
 
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from neurondeploy.resources.acm import certificate_arn, certificate_resource
-from neurondeploy.resources.compute import ami_resource, autoscaling_group_resource, launch_template_resource
+from neurondeploy.resources.compute import (
+    ami_resource,
+    autoscaling_group_resource,
+    boot_digest,
+    launch_template_resource,
+)
 from neurondeploy.resources.elb import alb_resource, listener_resources, target_group_resource
 from neurondeploy.resources.iam import instance_role_resources
 from neurondeploy.resources.model import PlanContext, Resource, with_lookups
@@ -41,12 +46,16 @@ def ec2_inference_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resou
         resources += [owner_record_resource(spec), alias_record_resource(spec)]
     artifact = artifact_uri(spec, ctx)
     resources += instance_role_resources(spec, ctx, artifact)
-    resources += [ami_resource(ctx, deployment.volume_gib), launch_template_resource(spec, ctx, artifact)]
+    template = launch_template_resource(spec, ctx, artifact)
+    resources += [ami_resource(ctx, deployment.volume_gib), template]
     # Instances boot only once their subnets route to the internet (pip, S3) and the ALB listens
     # (the request-count scaling policy needs the target group attached to the ALB).
     resources.append(
         autoscaling_group_resource(
-            spec, list(network.instance_subnet_ids), after=[*network.ready, *(item.name for item in listeners)]
+            spec,
+            list(network.instance_subnet_ids),
+            after=[*network.ready, *(item.name for item in listeners)],
+            boot=boot_digest(template),
         )
     )
     return with_lookups(resources)

@@ -282,16 +282,6 @@ def security_group_resources(spec: Spec, vpc_id: str, *, port: int, listener_por
         "ec2:security-group",
         [
             _create_group(spec, "alb", vpc_id, "neurondeploy load balancer: listener ports from allowed_cidrs"),
-            Request(
-                "ec2",
-                "AuthorizeSecurityGroupIngress",
-                {
-                    "GroupId": alb,
-                    "IpPermissions": [
-                        {"IpProtocol": "tcp", "FromPort": p, "ToPort": p, "IpRanges": cidrs} for p in listener_ports
-                    ],
-                },
-            ),
             # A new group allows all egress; the ALB only needs to reach the instances (sg-alb-egress).
             Request(
                 "ec2",
@@ -360,7 +350,19 @@ def security_group_resources(spec: Spec, vpc_id: str, *, port: int, listener_por
         ],
         description="Load balancer egress to the instances' serving port only",
     )
-    return [alb_sg, instances_sg, egress]
+    # Its own resource too: a change of allowed_cidrs converges these rules in place (authorize what is new,
+    # revoke what is not wanted, an out-of-band rule included) and leaves the group and the ALB alone.
+    permissions = [{"IpProtocol": "tcp", "FromPort": p, "ToPort": p, "IpRanges": cidrs} for p in listener_ports]
+    ingress = resource(
+        "sg-alb-ingress",
+        "ec2:security-group-ingress",
+        [Request("ec2", "AuthorizeSecurityGroupIngress", {"GroupId": alb, "IpPermissions": permissions})],
+        [Request("ec2", "RevokeSecurityGroupIngress", {"GroupId": alb, "IpPermissions": permissions})],
+        taggable=False,
+        description=f"Load balancer ingress: ports {', '.join(map(str, listener_ports))} from allowed_cidrs",
+        identity=("sg-alb",),
+    )
+    return [alb_sg, ingress, instances_sg, egress]
 
 
 def _create_group(spec: Spec, suffix: str, vpc_id: str, description: str) -> Request:
@@ -407,8 +409,8 @@ def _show(rule: tuple) -> str:
 def _ingress(aws: Caller, group: dict, ids: Mapping, expected: Expected) -> list[str]:
     # Egress is not compared here: the one egress rule we add is its own resource (ec2:security-group-rule).
     wanted = [p for params in expected.all("AuthorizeSecurityGroupIngress") for p in params.get("IpPermissions", [])]
-    if not expected.has("CreateSecurityGroup"):
-        return []  # no create requests known: nothing to compare with
+    if not expected.has("AuthorizeSecurityGroupIngress"):
+        return []  # no create requests known, or the group's ingress is its own resource (which compares it)
     want, have = _rule_set(wanted), _rule_set(group.get("IpPermissions"))
     problems = [f"ingress rule added outside the tool: {_show(r)}" for r in sorted(have - want, key=str)]
     problems += [f"ingress rule removed: {_show(r)}" for r in sorted(want - have, key=str)]
@@ -437,6 +439,43 @@ def _compare_association(aws: Caller, table: dict, ids: Mapping, expected: Expec
     if mine and want is not None and mine[0].get("SubnetId") != want:
         return [f"associated with {mine[0].get('SubnetId')}, not {want}"]
     return []
+
+
+def converge_ingress(aws: Caller, ids: Mapping, expected: Expected) -> list[str]:
+    """Make the group's ingress exactly what ``expected`` authorizes: revoke every other rule (one added out of band
+    included), then authorize what is missing. Returns what it did, one line per rule."""
+    group = (aws.call("ec2", "DescribeSecurityGroups", {"GroupIds": [ids["GroupId"]]}) or {}).get("SecurityGroups")
+    if not group:
+        return []
+    wanted = [p for params in expected.all("AuthorizeSecurityGroupIngress") for p in params.get("IpPermissions", [])]
+    want, have = _rule_set(wanted), _rule_set(group[0].get("IpPermissions"))
+    extra, missing = sorted(have - want, key=str), sorted(want - have, key=str)
+    if extra:
+        aws.call("ec2", "RevokeSecurityGroupIngress", {"GroupId": ids["GroupId"], "IpPermissions": _permissions(extra)})
+    if missing:
+        aws.call(
+            "ec2", "AuthorizeSecurityGroupIngress", {"GroupId": ids["GroupId"], "IpPermissions": _permissions(missing)}
+        )
+    return [f"revoked {_show(r)}" for r in extra] + [f"authorized {_show(r)}" for r in missing]
+
+
+def _permissions(rules: Iterable[tuple]) -> list[dict]:
+    """:func:`_rule_set` rules back as IpPermissions (one per rule)."""
+    permissions = []
+    for protocol, low, high, source in rules:
+        kind, _, value = source.partition(" ")
+        permission: dict = {"IpProtocol": protocol}
+        if protocol != "-1":
+            permission.update(FromPort=low, ToPort=high)
+        key, item = {
+            "cidr": ("IpRanges", "CidrIp"),
+            "cidr6": ("Ipv6Ranges", "CidrIpv6"),
+            "group": ("UserIdGroupPairs", "GroupId"),
+            "prefix-list": ("PrefixListIds", "PrefixListId"),
+        }[kind]
+        permission[key] = [{item: value}]
+        permissions.append(permission)
+    return permissions
 
 
 def revoke_rule(d: Caller, rule: dict) -> bool:
@@ -634,6 +673,16 @@ KINDS = (
         # After release_security_groups (the sweep's): groups referring to each other delete in any order.
         delete=lambda d, i: done(d.call("ec2", "DeleteSecurityGroup", {"GroupId": i})),
         order=230,
+    ),
+    Kind(
+        "ec2:security-group-ingress",
+        describe=Describe(
+            Request("ec2", "DescribeSecurityGroups", {"GroupIds": [it("GroupId")]}),
+            "SecurityGroups[0]",
+            extra=_ingress,
+            tags=None,
+        ),
+        converge=converge_ingress,
     ),
     Kind(
         "ec2:security-group-rule",

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 
 from neurondeploy.resources.kinds import Caller, Describe, Expected, Find, Kind, Scan, done, it
 from neurondeploy.resources.model import Request, Resource, Wait, resource
-from neurondeploy.resources.refs import ref
+from neurondeploy.resources.refs import contains_ref, ref
+from neurondeploy.resources.tags import DEPLOYMENT_TAG, LINEAGE, LINEAGE_TAG
 from neurondeploy.specs import InferenceSpec
 
 OWNER_PREFIX = "_neurondeploy."
@@ -22,7 +23,29 @@ def owner_record_name(spec: InferenceSpec) -> str:
 
 
 def owner_record_value(spec: InferenceSpec) -> str:
-    return f'"deployment={spec.name}"'  # TXT values are quoted strings
+    # TXT values are quoted strings; the second names the state that owns the records (records have no tags).
+    return f'"deployment={spec.name}" "lineage={LINEAGE}"'
+
+
+def owner_record_retag(zone: str, record: dict, deployment: str, lineage: str) -> Request:
+    """UPSERT an ownership TXT record (as listed) so that it names ``lineage`` (``neurondeploy import``)."""
+    values = [{"Value": f'"deployment={deployment}" "lineage={lineage}"'}]
+    changed = {key: record[key] for key in ("Name", "Type", "TTL") if key in record} | {"ResourceRecords": values}
+    change = {"Action": "UPSERT", "ResourceRecordSet": changed}
+    return Request(
+        "route53",
+        "ChangeResourceRecordSets",
+        {"HostedZoneId": zone, "ChangeBatch": {"Comment": f"neurondeploy import {deployment}", "Changes": [change]}},
+    )
+
+
+def owner_lineage(value: str, deployment: str) -> str | None:
+    """The lineage an ownership TXT value names for ``deployment``; "" when it vouches for it without one (an older
+    neurondeploy); None when it does not vouch for it."""
+    strings = [part.strip('"') for part in value.split('" "')]
+    if not strings or strings[0].strip('"') != f"deployment={deployment}":
+        return None
+    return next((s.removeprefix("lineage=") for s in strings[1:] if s.startswith("lineage=")), "")
 
 
 def _change(spec: InferenceSpec, action: str, record: dict, comment: str) -> dict:
@@ -51,6 +74,10 @@ def _record(
         after=after,
         taggable=False,
         description=description,
+        # Same name and type: an UPSERT puts the new values in place (no moment without the record). A name known
+        # only at apply (ACM's validation record) has no identity: a change replaces it.
+        identity=() if contains_ref(record["Name"]) else (spec.dns.hosted_zone_id, record["Name"], record["Type"]),
+        update=[Request("route53", "ChangeResourceRecordSets", _change(spec, "UPSERT", record, comment), wait=wait)],
     )
 
 
@@ -124,15 +151,17 @@ def _find_records(scan: Scan, zone: str) -> None:
         for page in scan.paged.call("route53", "ListResourceRecordSets", {"HostedZoneId": zone})
         for r in page.get("ResourceRecordSets", [])
     ]
-    owned = set()
+    owned: dict[str, dict] = {}  # vouched-for name -> the tags its ownership record stands for
     for r in records:
-        if (
-            r["Type"] == "TXT"
-            and dns(r["Name"]).startswith(OWNER_PREFIX)
-            and any(v.get("Value") == f'"deployment={scan.deployment}"' for v in r.get("ResourceRecords", []))
-        ):
-            owned.add(dns(r["Name"])[len(OWNER_PREFIX) :])
-            scan.add("route53:owner-record", record_id(zone, r), f"ownership TXT {dns(r['Name'])} in {zone}", "global")
+        if r["Type"] != "TXT" or not dns(r["Name"]).startswith(OWNER_PREFIX):
+            continue
+        lineages = [owner_lineage(v.get("Value", ""), scan.deployment) for v in r.get("ResourceRecords", [])]
+        lineage = next((item for item in lineages if item is not None), None)
+        if lineage is not None:
+            tags = {DEPLOYMENT_TAG: scan.deployment, **({LINEAGE_TAG: lineage} if lineage else {})}
+            owned[dns(r["Name"])[len(OWNER_PREFIX) :]] = tags
+            detail = f"ownership TXT {dns(r['Name'])} in {zone}"
+            scan.add("route53:owner-record", record_id(zone, r), detail, "global", tags=tags)
     validation = {
         (dns(o["ResourceRecord"]["Name"]), dns(o["ResourceRecord"]["Value"]))
         for c in scan.certificates
@@ -146,7 +175,8 @@ def _find_records(scan: Scan, zone: str) -> None:
         if (name in owned and r["Type"] in _RECORD_TYPES) or (
             r["Type"] == "CNAME" and any((name, v) in validation for v in values)
         ):
-            scan.add("route53:record", record_id(zone, r), f"{r['Type']} {name} in {zone}", "global")
+            tags = owned.get(name) or next(iter(owned.values()), None)  # a validation CNAME: of the names owned
+            scan.add("route53:record", record_id(zone, r), f"{r['Type']} {name} in {zone}", "global", tags=tags)
 
 
 _FIND = Find("route53 zone {zone}", 700, _find_records, per_zone=True)

@@ -7,7 +7,6 @@ new ones and the endpoint is updated to them, while an unchanged spec re-plans t
 
 from __future__ import annotations
 
-import json
 import math
 
 from neurondeploy import __version__, catalog
@@ -36,6 +35,7 @@ from neurondeploy.resources.sagemaker import (
     vpc_config,
 )
 from neurondeploy.specs import InferenceSpec
+from neurondeploy.specs.inference import SERVING_ENV, serving_env_value
 
 SERVING_REPOSITORY = "neurondeploy-serving"
 VARIANT = "AllTraffic"
@@ -109,7 +109,7 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
     else:  # our server reads its behaviour from here; the artifact carries the compiled buckets
         env = {
             "NEURONDEPLOY_TASK": spec.task,
-            "NEURONDEPLOY_SERVING": json.dumps(spec.serving.model_dump(mode="json"), separators=(",", ":")),
+            SERVING_ENV: serving_env_value(spec.serving),
         }
     return {**env, **spec.deployment.container.env}
 

@@ -19,9 +19,7 @@ from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.serving.app import InferenceServer
 from neurondeploy.specs import InferenceSpec, load_spec
-from neurondeploy.specs.inference import ServingSpec
-
-SERVING_ENV = "NEURONDEPLOY_SERVING"
+from neurondeploy.specs.inference import SERVING_ENV, ServingSpec
 
 
 class ServeError(NeurondeployError):
@@ -71,7 +69,7 @@ def default_replicas(spec: InferenceSpec | None, runtime: str) -> int:
     """One replica per NeuronCore group on Neuron; one on the CPU (torch already uses every core)."""
     if runtime != "neuron" or spec is None:
         return 1
-    return max(1, catalog.get_instance(spec.deployment.instance_type).neuron_cores // spec.deployment.tensor_parallel)
+    return catalog.replicas_per_instance(spec.deployment.instance_type, spec.deployment.tensor_parallel)
 
 
 def run_server(

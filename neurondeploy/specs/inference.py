@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -278,6 +279,14 @@ class ServingSpec(StrictModel):
         Literal["truncate", "refuse"],
         Field(description="Inputs longer than the largest sequence bucket: truncate them, or answer 400."),
     ] = "truncate"
+
+
+SERVING_ENV = "NEURONDEPLOY_SERVING"  # the container contract: the serving section, as JSON, in the environment
+
+
+def serving_env_value(serving: ServingSpec) -> str:
+    """``$NEURONDEPLOY_SERVING`` for a serving section (SageMaker's container env, the EC2 unit's)."""
+    return json.dumps(serving.model_dump(mode="json"), separators=(",", ":"))
 
 
 class DeploymentSpec(StrictModel):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from neurondeploy.archive import artifact_digest
 from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
@@ -92,6 +93,11 @@ class FaultyTransport(AwsTransport):
         return super().call(service, operation, params)
 
 
+def artifact_key(directory) -> str:
+    """Where apply puts an artifact: named by its sha256, so a new model is a new object."""
+    return f"{NAME}/artifact/model-{artifact_digest(directory)[:16]}.tar.gz"
+
+
 def transport() -> AwsTransport:
     return AwsTransport("us-east-1", wait_delay_s=1, wait_attempts=5)
 
@@ -138,9 +144,7 @@ def test_apply_creates_everything_reapply_sends_nothing_destroy_leaves_nothing(w
         "AutoScalingGroups"
     ][0]
     assert (asg["MinSize"], asg["MaxSize"]) == (2, 6) and group["TargetGroupArn"] in asg["TargetGroupARNs"]
-    assert aws.client("s3").head_object(
-        Bucket="neurondeploy-123456789012-us-east-1", Key=f"{NAME}/artifact/model.tar.gz"
-    )
+    assert aws.client("s3").head_object(Bucket="neurondeploy-123456789012-us-east-1", Key=artifact_key(artifact))
     from neurondeploy.serving.client import resolve_target
 
     assert (
@@ -197,7 +201,7 @@ def test_failing_any_mutating_call_then_reapplying_converges_and_destroy_leaves_
     }
     t = transport()
     destroy(NAME, Executor(t, reference_state), t, reference_state)
-    bucket, key = "neurondeploy-123456789012-us-east-1", f"{NAME}/artifact/model.tar.gz"
+    bucket, key = "neurondeploy-123456789012-us-east-1", artifact_key(artifact)
     total = len([call for call in fresh.mutating_calls() if call.service != "s3"]) + 1  # + the artifact's PutObject
     assert total > 30
     for k in range(1, total + 1):
@@ -245,6 +249,7 @@ def test_an_apply_while_another_holds_the_deployment_is_refused_and_state_stays_
         str(state_file),
         "--wait-delay-s",
         "1",
+        "--yes",  # no terminal here: apply refuses without it
         "--json",
     ]
     state = StateStore(state_file)

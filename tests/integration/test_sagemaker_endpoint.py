@@ -17,6 +17,7 @@ import json
 
 import pytest
 
+from neurondeploy.archive import artifact_digest
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.destroy import destroy
@@ -42,7 +43,11 @@ pytestmark = pytest.mark.integration
 MINILM = REPO / "templates" / "minilm-sagemaker.yaml"
 VLLM = REPO / "templates" / "llama3-8b-vllm-sagemaker.yaml"
 ACCOUNT = "123456789012"  # moto's
-ARTIFACT_URI = f"s3://neurondeploy-{ACCOUNT}-us-east-1/minilm-embed/artifact/model.tar.gz"
+
+
+def artifact_uri_of(directory) -> str:
+    """Where apply puts an artifact: named by its sha256, so a new model is a new SageMaker model (blue/green)."""
+    return f"s3://neurondeploy-{ACCOUNT}-us-east-1/minilm-embed/artifact/model-{artifact_digest(directory)[:16]}.tar.gz"
 
 
 # --- the emulator ------------------------------------------------------------------------------------------------
@@ -236,7 +241,7 @@ def test_inf2_endpoint_with_our_container_applied_reapplied_and_destroyed(sagema
     target = resolve_target("minilm-embed", str(tmp_path / "state.db"))  # `invoke minilm-embed`: found in state
     assert (target.kind, target.address, target.region) == ("sagemaker", "minilm-embed", "us-east-1")
 
-    ctx, model_request, config_request = expected(loaded, artifact_s3_uri=ARTIFACT_URI)
+    ctx, model_request, config_request = expected(loaded, artifact_s3_uri=artifact_uri_of(artifact))
     live = Live(aws, "minilm-embed")
     model = live.sm.describe_model(ModelName=model_request["ModelName"])
     container = model["PrimaryContainer"]
@@ -245,7 +250,7 @@ def test_inf2_endpoint_with_our_container_applied_reapplied_and_destroyed(sagema
         == f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/neurondeploy-serving:" + container["Image"].rsplit(":", 1)[1]
     )
     assert container["Image"] == model_request["PrimaryContainer"]["Image"]
-    assert container["ModelDataUrl"] == ARTIFACT_URI
+    assert container["ModelDataUrl"] == artifact_uri_of(artifact)
     assert container["Environment"]["NEURONDEPLOY_TASK"] == "feature-extraction"
     assert container["Environment"] == rq.model_environment(loaded.spec, ctx)
     assert model["ExecutionRoleArn"] == state.get("minilm-embed").resources["execution-role"].outputs["Arn"]
@@ -381,7 +386,7 @@ def test_a_changed_spec_updates_the_endpoint_in_place_then_removes_the_old_model
     )
     # the instance type stayed: the scaling target is not touched (it keeps the count it chose)
     assert not {"DeregisterScalableTarget", "RegisterScalableTarget", "PutScalingPolicy"} & set(sent)
-    assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
+    assert_converged(aws, state, v2, artifact_s3_uri=artifact_uri_of(artifact))
     assert live.endpoint()["EndpointArn"] == arn
     assert old_model not in live.models() and old_config not in live.configs()
     config = live.sm.describe_endpoint_config(EndpointConfigName=live.endpoint()["EndpointConfigName"])
@@ -424,7 +429,7 @@ def test_a_new_instance_type_deregisters_autoscaling_before_the_update_and_regis
         == "ml.inf2.8xlarge"
     )
     assert len(live.targets()) == 1 and len(live.policies()) == 1
-    assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
+    assert_converged(aws, state, v2, artifact_s3_uri=artifact_uri_of(artifact))
 
     # new capacities only: RegisterScalableTarget updates the target in place, nothing else moves
     v3 = load(
@@ -458,7 +463,7 @@ def test_a_failed_update_keeps_the_old_config_serving_and_a_reapply_converges(ve
 
     result, t = apply(v2, state, artifact)
     assert operations(t) == ["UpdateEndpoint", "DeleteEndpointConfig", "DeleteModel"] and result.updated == ["endpoint"]
-    assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
+    assert_converged(aws, state, v2, artifact_s3_uri=artifact_uri_of(artifact))
     assert live.endpoint()["EndpointArn"] == arn
     destroy_and_prove_empty(aws, state, "minilm-embed")
 
@@ -472,7 +477,7 @@ def test_going_back_after_a_failed_update_restores_the_old_objects_instead_of_re
     _, t = apply(v1, state, artifact)  # v2's model and config go; v1's are current again, not made anew
     assert "CreateModel" not in operations(t) and "UpdateEndpoint" not in operations(t)
     assert "DeleteEndpoint" not in operations(t)
-    assert_converged(aws, state, v1, artifact_s3_uri=ARTIFACT_URI)
+    assert_converged(aws, state, v1, artifact_s3_uri=artifact_uri_of(artifact))
     destroy_and_prove_empty(aws, state, "minilm-embed")
 
 
@@ -494,7 +499,7 @@ def test_an_update_sagemaker_rolls_back_is_not_taken_for_done(versions, sagemake
     assert len(live.models()) == 2
     monkeypatch.setattr(SageMakerResponse, "update_endpoint", _update_endpoint)
     apply(v2, state, artifact)
-    assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
+    assert_converged(aws, state, v2, artifact_s3_uri=artifact_uri_of(artifact))
     destroy_and_prove_empty(aws, state, "minilm-embed")
 
 
@@ -515,7 +520,7 @@ def test_failing_any_mutating_call_of_an_update_then_reapplying_converges(sagema
             apply(v2, state, artifact, t=FaultyTransport("us-east-1", k))
         _, t = apply(v2, state, artifact)
         assert "DeleteEndpoint" not in operations(t), f"k={k}"
-        assert_converged(aws, state, v2, artifact_s3_uri=ARTIFACT_URI)
+        assert_converged(aws, state, v2, artifact_s3_uri=artifact_uri_of(artifact))
         assert Live(aws, "minilm-embed").endpoint()["EndpointArn"] == arn, f"k={k}"
         _, t = apply(v2, state, artifact)
         assert operations(t) == [], f"k={k}"

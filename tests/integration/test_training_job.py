@@ -476,7 +476,7 @@ def test_destroy_of_a_finished_job_forgets_it_and_leaves_nothing(spec_file, tmp_
     state = tmp_path / "state.db"
     assert run("train", str(spec_file), state=state) == 0  # Completed at once
     job_name = job_of(state)
-    assert run("destroy", NAME, state=state) == 0, capsys.readouterr().err
+    assert run("destroy", NAME, "--yes", state=state) == 0, capsys.readouterr().err
     assert sim.stops == [job_name]  # asked once, refused as finished, counted as done
     assert StateStore(state).get(NAME) is None
     assert aws.client("sagemaker").describe_training_job(TrainingJobName=job_name)["TrainingJobStatus"] == "Completed"

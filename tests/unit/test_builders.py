@@ -15,6 +15,7 @@ from neurondeploy.resources.graph import check_resources, creation_order
 from neurondeploy.resources.model import PlanContext, Request, Resource, extract_outputs
 from neurondeploy.resources.naming import DEPLOYMENT_TAG, MANAGED_BY_TAG
 from neurondeploy.resources.refs import find_refs, is_ref, ref
+from neurondeploy.resources.tags import EXECUTOR_REFS
 from neurondeploy.resources.validation import validate_request
 from neurondeploy.specs import InferenceSpec, TrainingSpec
 
@@ -132,7 +133,7 @@ def test_every_request_passes_strict_validation(built):
     problems = [
         f"{r.name} {q.operation}: {p}"
         for r in resources
-        for q in r.create + r.delete
+        for q in r.create + r.delete + r.update  # updates in place are sent too
         for p in validate_request(q.service, q.operation, q.params)
     ]
     assert problems == []
@@ -161,7 +162,7 @@ def test_every_ref_names_an_existing_output_of_a_resource_depended_on(built):
             if name not in reachable:
                 reachable.add(name)
                 stack.extend(index[name].depends_on)  # KeyError: depends on a resource that does not exist
-        for resource_name, attribute in r.refs():
+        for resource_name, attribute in r.refs() - EXECUTOR_REFS:  # ${state.Lineage}: the executor's
             assert resource_name == r.name or resource_name in reachable, (r.name, resource_name)
             outputs = {k for q in index[resource_name].create for k in q.outputs}
             assert attribute in outputs, (r.name, resource_name, attribute)
@@ -213,7 +214,9 @@ def test_taggable_resources_carry_ownership_tags_at_creation(built):
 def test_only_untaggable_kinds_skip_tags(built):
     _, resources = built
     untagged = {r.type for r in resources if not r.taggable}
-    assert untagged <= {"route53:record", "ec2:route-table-association"} | {r.type for r in resources if r.is_lookup}
+    assert untagged <= {"route53:record", "ec2:route-table-association", "ec2:security-group-ingress"} | {
+        r.type for r in resources if r.is_lookup
+    }
     assert all(not r.delete and not r.taggable for r in resources if r.is_lookup)
 
 
@@ -254,12 +257,15 @@ def test_instance_security_group_admits_only_the_alb_group_on_the_serving_port()
 def test_alb_admits_only_allowed_cidrs_on_80_and_443_and_reaches_only_instances():
     spec = ec2_tls_spec()
     index = by_name(ec2_resources(spec))
+    # The ingress is its own resource, converged in place when allowed_cidrs changes (the group stays).
+    assert not any(q.operation == "AuthorizeSecurityGroupIngress" for q in index["sg-alb"].create)
     permissions = [
         p
-        for q in index["sg-alb"].create
+        for q in index["sg-alb-ingress"].create
         if q.operation == "AuthorizeSecurityGroupIngress"
         for p in q.params["IpPermissions"]
     ]
+    assert index["sg-alb-ingress"].create[0].params["GroupId"] == ref("sg-alb", "GroupId")
     assert sorted(p["FromPort"] for p in permissions) == [80, 443]
     for p in permissions:
         assert p["FromPort"] == p["ToPort"] and not p.get("UserIdGroupPairs") and not p.get("Ipv6Ranges")
@@ -296,7 +302,10 @@ def test_tls_listeners_certificate_and_dns():
     assert validation.wait.waiter == "CertificateValidated"
     owner = index["dns-owner"].create[0].params["ChangeBatch"]["Changes"][0]
     assert owner["Action"] == "CREATE" and owner["ResourceRecordSet"]["Name"] == "_neurondeploy.api.example.com"
-    assert owner["ResourceRecordSet"]["ResourceRecords"] == [{"Value": f'"deployment={NAME24}"'}]
+    # Records cannot be tagged: the ownership TXT names the deployment and the state (lineage) that owns it.
+    assert owner["ResourceRecordSet"]["ResourceRecords"] == [
+        {"Value": f'"deployment={NAME24}" "lineage=${{state.Lineage}}"'}
+    ]
     alias = index["dns-alias"].create[0].params["ChangeBatch"]["Changes"][0]["ResourceRecordSet"]
     assert alias["AliasTarget"]["DNSName"] == ref("alb", "DNSName") and "dns-owner" in index["dns-alias"].depends_on
     target_group = index["target-group"].create[0].params
@@ -321,7 +330,7 @@ def test_without_tls_http_forwards_and_only_80_is_open():
     index = by_name(resources)
     assert "listener-https" not in index and "certificate" not in index and "dns-alias" not in index
     assert index["listener-http"].create[0].params["DefaultActions"][0]["Type"] == "forward"
-    assert [p["FromPort"] for p in index["sg-alb"].create[1].params["IpPermissions"]] == [80]
+    assert [p["FromPort"] for p in index["sg-alb-ingress"].create[0].params["IpPermissions"]] == [80]
     assert "nat" not in index  # public instance subnets: no NAT gateway cost
     assert check_resources(resources) == []
 
