@@ -12,6 +12,7 @@ from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.changes import recorded_hourly_usd
 from neurondeploy.engine.saved_plans import check_saved_plan
+from neurondeploy.errors import PlanError
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.specs import load_spec
 
@@ -20,8 +21,9 @@ def cmd_apply(args) -> int:
     loaded = load_spec(args.spec)
     console = console_err()
     transport = transport_for(loaded.spec.region, args)
+    saved = None
     if args.plan:
-        check_saved_plan(args.plan, loaded, transport)
+        saved = check_saved_plan(args.plan, loaded, transport)
         console.print(
             f"applying the plan reviewed in {args.plan} (spec sha256 {loaded.digest[:12]}, requests unchanged)"
         )
@@ -43,6 +45,14 @@ def cmd_apply(args) -> int:
         cost_before = recorded_hourly_usd(before) if before else 0.0
         cost_after = build_plan(loaded).cost.hourly_usd
         console.print(f"{loaded.spec.name}: {planned.summary()}; cost {dollars(cost_before)} -> {dollars(cost_after)}")
+        if saved is not None and saved.changes is not None:
+            if [change.line() for change in planned.pending] != saved.changes:
+                raise PlanError(
+                    f"what apply would change now differs from the diff reviewed in {args.plan} (state or AWS "
+                    "changed since): nothing was changed",
+                    f"run `neurondeploy plan {args.spec} --out {args.plan}` again and review it",
+                )
+            return  # that diff was reviewed: apply it without asking again
         confirm(args, console, f"apply these changes to {loaded.spec.name}")
 
     state = open_state_of(args)

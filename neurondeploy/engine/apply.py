@@ -1,8 +1,10 @@
-"""`apply SPEC`: checks, then the shared bucket and the compiled artifact in S3 (only when they changed), then
-the deployment's resources through the executor.
+"""`apply SPEC`: what Terraform's apply guarantees, for a deployment.
 
-Everything idempotent: a second apply of an unchanged spec sends no mutating call — the bucket is found
-(HeadBucket), the artifact's sha256 matches the object's metadata (HeadObject), and every resource is in state.
+In order, changing nothing until the review: checks; Service Quotas; ownership (:mod:`~neurondeploy.engine.ownership`:
+another state's deployment is refused, this state's lost answers are found for adoption); the serving image; the
+artifact's sha256 against S3; the resources; a refresh of every recorded one (:mod:`~neurondeploy.engine.refresh`);
+the diff (:mod:`~neurondeploy.engine.changes`) handed to ``review``, which may refuse. Then the artifact upload
+(only a new sha256) and the executor. A re-apply of an unchanged spec sends no mutating call and uploads nothing.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def apply_spec(
         # The digest is in what instances boot with: a changed artifact rolls the fleet.
         ctx = dataclasses.replace(ctx, artifact_s3_uri=uri, artifact_sha256=digest)
     resources = deployment_resources(spec, ctx)
-    refreshed = refresh(spec.name, transport, state, resources)
+    refreshed = refresh(spec.name, transport, state)
     for item in refreshed.items:
         on_event(f"refresh: {item.resource} ({item.type}) {item.kind}: {item.detail}")
     if review is not None:

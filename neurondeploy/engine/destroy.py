@@ -9,7 +9,7 @@
 3. verification: find_leftovers again; what it finds is ``remaining``. Only when nothing remains and nothing
    failed is the deployment forgotten from state.
 
-With no state at all (it was lost, or the leak was never recorded) and no zone named, every hosted zone of
+With nothing recorded (state was lost, the leak was never recorded, or an import) and no zone named, every hosted zone of
 the account is searched for this deployment's ownership records.
 """
 
@@ -97,7 +97,7 @@ def destroy(
     before = state.get(name)
     zones = list(dict.fromkeys([*(zone_id(z) for z in hosted_zone_ids), *recorded_hosted_zones(before)]))
     errors: list[str] = []
-    if not zones and before is None:
+    if not zones and (before is None or not before.resources):  # nothing recorded (or an import): search them all
         try:
             zones = list_hosted_zones(transport)
         except AwsCallError as exc:

@@ -21,6 +21,7 @@ this apply created (unless an in-place update already moved something onto it).
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from neurondeploy.resources.model import (
 from neurondeploy.resources.refs import resolve
 from neurondeploy.resources.registry import registry
 from neurondeploy.resources.tags import STATE
+from neurondeploy.resources.validation import idempotency_member
 
 OUTPUT_RETRIES = 10  # ACM fills in DNS validation records a few seconds after RequestCertificate
 UPDATE_PROGRESS = "_update"
@@ -285,7 +287,13 @@ class Executor:
             response = self._adopted(resource, request) if is_mutating(request.operation) else None
             if response is None:
                 if is_mutating(request.operation):  # the intent first: an answer lost after this can be adopted
-                    record.outputs = {**own, INTENT: {"index": index, "operation": request.operation}}
+                    intent = {"index": index, "operation": request.operation}
+                    token = idempotency_member(request.service, request.operation)
+                    if token and token not in params:  # the same token on a resend: AWS answers with the first object
+                        earlier = own.get(INTENT) or {}
+                        resend = earlier.get("index") == index and earlier.get("token")
+                        params[token] = intent["token"] = resend or uuid.uuid4().hex  # 32 characters fit every token
+                    record.outputs = {**own, INTENT: intent}
                     self.state.put_resource(deployment, record)
                 adopted = as_upsert(resource, params, self.found, self.state.lineage) if self.found else None
                 if adopted is not None:

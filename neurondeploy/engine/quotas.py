@@ -64,6 +64,8 @@ def _number(value: float) -> str:
 
 def _reason(exc: AwsCallError) -> str:
     detail = " ".join(str(exc.detail).split()) or "no answer"
+    if "<html" in detail.lower():  # an error page from a proxy or an emulator, not an AWS error
+        detail = "the service answered with an error page"
     text = f"{exc.code}: {detail}" if exc.code else detail
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
 

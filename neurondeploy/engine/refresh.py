@@ -19,7 +19,6 @@ from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.engine.drift import DriftItem, drift
 from neurondeploy.engine.state import StateStore
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.resources.model import Resource
 
 
 class RefreshFailed(NeurondeployError):
@@ -39,11 +38,12 @@ class Refresh:
         return frozenset(i.resource for i in self.items if i.kind == "changed") - self.gone
 
 
-def refresh(name: str, transport: AwsTransport, state: StateStore, resources: list[Resource]) -> Refresh:
+def refresh(name: str, transport: AwsTransport, state: StateStore) -> Refresh:
     if state.get(name) is None:
         return Refresh()
     try:
-        return Refresh(drift(name, transport, state, resources=resources))
+        # Against what state recorded as sent, not the new spec: a spec change is the diff's business, not drift.
+        return Refresh(drift(name, transport, state))
     except AwsCallError as exc:
         raise RefreshFailed(
             f"refreshing {name} from AWS failed: {exc.message}; nothing was changed",

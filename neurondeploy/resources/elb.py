@@ -70,8 +70,37 @@ def alb_resource(spec: InferenceSpec, subnet_ids: list[str], *, after: list[str]
     )
 
 
+_HEALTH_CHECK = (
+    "HealthCheckProtocol",
+    "HealthCheckPath",
+    "HealthCheckPort",
+    "HealthCheckIntervalSeconds",
+    "HealthCheckTimeoutSeconds",
+    "HealthyThresholdCount",
+    "UnhealthyThresholdCount",
+    "Matcher",
+)
+
+
 def target_group_resource(spec: InferenceSpec, vpc_id: str) -> Resource:
     arn = ref("target-group", "TargetGroupArn")
+    name = aws_name(spec, "tg", ELB_NAME_MAX)
+    create = {
+        "Name": name,
+        "Protocol": "HTTP",
+        "Port": spec.serving.port,
+        "VpcId": vpc_id,
+        "TargetType": "instance",
+        "HealthCheckProtocol": "HTTP",
+        "HealthCheckPath": HEALTH_CHECK_PATH,
+        "HealthCheckPort": "traffic-port",
+        "HealthCheckIntervalSeconds": 15,
+        "HealthCheckTimeoutSeconds": 5,
+        "HealthyThresholdCount": 2,
+        "UnhealthyThresholdCount": 3,
+        "Matcher": {"HttpCode": "200"},
+        "Tags": tag_list(ownership_tags(spec)),
+    }
     return resource(
         "target-group",
         "elbv2:target-group",
@@ -79,22 +108,7 @@ def target_group_resource(spec: InferenceSpec, vpc_id: str) -> Resource:
             Request(
                 "elbv2",
                 "CreateTargetGroup",
-                {
-                    "Name": aws_name(spec, "tg", ELB_NAME_MAX),
-                    "Protocol": "HTTP",
-                    "Port": spec.serving.port,
-                    "VpcId": vpc_id,
-                    "TargetType": "instance",
-                    "HealthCheckProtocol": "HTTP",
-                    "HealthCheckPath": HEALTH_CHECK_PATH,
-                    "HealthCheckPort": "traffic-port",
-                    "HealthCheckIntervalSeconds": 15,
-                    "HealthCheckTimeoutSeconds": 5,
-                    "HealthyThresholdCount": 2,
-                    "UnhealthyThresholdCount": 3,
-                    "Matcher": {"HttpCode": "200"},
-                    "Tags": tag_list(ownership_tags(spec)),
-                },
+                create,
                 {
                     "TargetGroupArn": "TargetGroups[0].TargetGroupArn",
                     "FullName": "join('', ['targetgroup/', after(TargetGroups[0].TargetGroupArn, ':targetgroup/')])",
@@ -103,6 +117,17 @@ def target_group_resource(spec: InferenceSpec, vpc_id: str) -> Resource:
         ],
         [Request("elbv2", "DeleteTargetGroup", {"TargetGroupArn": arn})],
         description=f"HTTP :{spec.serving.port}, health check {HEALTH_CHECK_PATH} -> 200",
+        # Name, protocol, port and VPC force a new target group (the VPC through its dependency); health checks
+        # and tags change in place.
+        identity=(name, "HTTP", str(spec.serving.port)),
+        update=[
+            Request(
+                "elbv2",
+                "ModifyTargetGroup",
+                {"TargetGroupArn": arn, **{key: create[key] for key in _HEALTH_CHECK}},
+            ),
+            Request("elbv2", "AddTags", {"ResourceArns": [arn], "Tags": create["Tags"]}),
+        ],
     )
 
 
@@ -159,6 +184,24 @@ def _listener(
         after=after,
         description=f"{protocol} :{port} -> "
         + ("redirect to HTTPS" if actions[0]["Type"] == "redirect" else "target group"),
+        # The load balancer is what a listener cannot change (it follows it); the rest ModifyListener sets.
+        identity=(name,),
+        update=[
+            Request(
+                "elbv2",
+                "ModifyListener",
+                {
+                    "ListenerArn": ref(name, "ListenerArn"),
+                    "Protocol": protocol,
+                    "Port": port,
+                    **(extra or {}),
+                    "DefaultActions": actions,
+                },
+            ),  # fmt: skip
+            Request(
+                "elbv2", "AddTags", {"ResourceArns": [ref(name, "ListenerArn")], "Tags": tag_list(ownership_tags(spec))}
+            ),
+        ],
     )
 
 

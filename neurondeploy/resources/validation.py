@@ -68,6 +68,20 @@ def check_request(service: str, operation: str, params: Mapping) -> None:
 # --- service models -----------------------------------------------------------------------------------
 
 
+@functools.cache
+def idempotency_member(service: str, operation: str) -> str | None:
+    """The request member AWS deduplicates retries by (ClientToken, IdempotencyToken, CallerReference), or None when
+    the operation has none."""
+    model, _ = _operation_model(service, operation)
+    if model is None:
+        return None
+    shape = model["operations"][operation].get("input", {}).get("shape")
+    members = model["shapes"].get(shape, {}).get("members", {}) if shape else {}
+    marked = [name for name, member in members.items() if member.get("idempotencyToken")]
+    named = [name for name in ("ClientToken", "IdempotencyToken", "CallerReference") if name in members]
+    return next(iter(marked + named), None)  # ACM's IdempotencyToken and Route 53's CallerReference are unmarked
+
+
 def _operation_model(service: str, operation: str) -> tuple[dict | None, str | None]:
     try:
         model = _load_model(service)

@@ -153,6 +153,27 @@ def test_apply_without_a_terminal_or_yes_changes_nothing_and_prints_the_diff(wor
     assert "0 to create, 1 to update in place, 0 to replace, 0 to delete" in planned.stdout, planned.stdout
     assert "cost $" in planned.stdout and "/hour -> $" in planned.stdout
 
+    # `apply --plan FILE` applies the reviewed diff and only that one: when AWS moved since, it refuses.
+    saved = tmp_path / "reviewed.json"
+    made = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "plan", loaded.source.file, "--ami-ssm-parameter", AMI_PARAMETER,
+         "--state", str(tmp_path / "state.db"), "--out", str(saved)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    _, group_id = alb_ingress(aws)
+    ssh = [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]
+    aws.client("ec2").authorize_security_group_ingress(GroupId=group_id, IpPermissions=ssh)
+    stale = subprocess.run([*command, "--plan", str(saved)], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert stale.returncode == 3 and "differs from the diff reviewed" in stale.stderr, stale.stderr
+    assert group(aws)["DesiredCapacity"] == 2
+    aws.client("ec2").revoke_security_group_ingress(GroupId=group_id, IpPermissions=ssh)
+    reviewed = subprocess.run(
+        [*command, "--plan", str(saved)], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    assert reviewed.returncode == 0, reviewed.stderr  # no question: the diff was reviewed
+    assert group(aws)["DesiredCapacity"] == 3
+
 
 @pytest.fixture
 def instance_refresh(monkeypatch):

@@ -102,8 +102,47 @@ def test_a_lost_answer_to_any_mutating_call_converges_without_duplicates(world, 
         lossy = LostAnswer(k)
         with pytest.raises(NeurondeployError):
             apply_once(loaded, state, artifact, t=lossy, parallel=False)
-        apply_once(loaded, state, artifact)
+        _, resumed = apply_once(loaded, state, artifact)
         assert count_resources(transport(), zone) == expected, f"k={k} lost {lossy.lost}"
+        # What the lost call made is adopted, not deleted and made again.
+        deletes = [c.operation for c in resumed.mutating_calls() if c.operation.startswith(("Delete", "Terminate"))]
+        assert deletes == [], f"k={k} lost {lossy.lost}: {deletes}"
         t = transport()
         report = destroy(NAME, Executor(t, state), t, state)
         assert report.clean and tagged(transport(), zone) == [], f"k={k} lost {lossy.lost}: {report.remaining}"
+
+
+class LostFirst(AwsTransport):
+    """Sends every call; the answer to the first call of ``operation`` is then reported as lost. Keeps the
+    parameters of every call of ``operation``."""
+
+    def __init__(self, operation: str, *, lose: bool = True) -> None:
+        super().__init__("us-east-1", wait_delay_s=1, wait_attempts=5)
+        self.operation, self.lose, self.sent = operation, lose, []
+
+    def call(self, service, operation, params):
+        response = super().call(service, operation, params)
+        if operation == self.operation:
+            self.sent.append(dict(params))
+            if self.lose and len(self.sent) == 1:
+                raise AwsCallError(f"{service}:{operation}: ReadTimeout (the answer was lost)", code="RequestTimeout")
+        return response
+
+
+def test_the_intent_and_token_are_recorded_before_the_call_and_the_lost_object_is_adopted(world, artifact, tmp_path):  # noqa: F811
+    """Before a create that takes a ClientToken, state records the intent with the token it sends; the apply that
+    resumes finds the object the lost call made (by its lineage and resource tags) and sends no second create.
+    (Were it not found, the resend would carry that token, and AWS would answer with the same object; moto 5.2.5
+    ignores ClientToken, so that part is not run here.)"""
+    loaded, zone = world
+    state = StateStore(tmp_path / "state.db")
+    lossy = LostFirst("CreateRouteTable")
+    with pytest.raises(NeurondeployError):
+        apply_once(loaded, state, artifact, t=lossy, parallel=False)
+    intent = state.get(NAME).resources["rt-public"].outputs["_intent"]
+    assert intent["operation"] == "CreateRouteTable" and intent["token"] == lossy.sent[0]["ClientToken"]
+    resumed = LostFirst("CreateRouteTable", lose=False)
+    apply_once(loaded, state, artifact, t=resumed, parallel=False)
+    assert resumed.sent == []  # adopted: no second route table
+    assert "_intent" not in state.get(NAME).resources["rt-public"].outputs
+    assert count_resources(transport(), zone)["ec2:route-table"] == 1

@@ -22,15 +22,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(autouse=True)
-def launch_template_tags_as_tagged(monkeypatch):
-    """moto 5.2.5 gap (test-only workaround): a launch template keeps the tags it had when created, so
-    DescribeLaunchTemplates does not show tags added later with CreateTags (AWS does). The moto server runs in
-    this process, and the CLI subprocesses reach it over HTTP."""
-    from moto.ec2.models.launch_templates import LaunchTemplate
-
-    monkeypatch.setattr(
-        LaunchTemplate, "tags", property(lambda self: self.get_tags(), lambda self, value: None), raising=False
-    )
+def _tags(launch_template_tags):
+    """moto's launch template tags gap (conftest): `import` retags the template."""
 
 
 def cli(*args: str, state, env_state: bool = False) -> subprocess.CompletedProcess:

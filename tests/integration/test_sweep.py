@@ -26,10 +26,12 @@ from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.drift import drift
 from neurondeploy.engine.executor import Executor
+from neurondeploy.engine.importer import import_deployment
+from neurondeploy.engine.ownership import OwnedElsewhere
 from neurondeploy.engine.state import ResourceState, StateStore
 from neurondeploy.engine.sweep import DELETE_ORDER, UNCHECKED, find_leftovers
 from neurondeploy.resources.model import Request, Resource
-from neurondeploy.resources.naming import DEPLOYMENT_TAG, MANAGED_BY, MANAGED_BY_TAG
+from neurondeploy.resources.naming import DEPLOYMENT_TAG, LINEAGE_TAG, MANAGED_BY, MANAGED_BY_TAG
 
 pytestmark = pytest.mark.integration
 
@@ -318,7 +320,7 @@ def test_issue_order_is_a_subsequence_of_the_delete_order():
     assert DELETE_ORDER.index("route53:record") < DELETE_ORDER.index("route53:owner-record")
 
 
-def test_destroy_sweeps_a_leak_state_never_knew_and_proves_nothing_is_left(aws, tmp_path):
+def test_destroy_sweeps_a_leak_state_never_knew_and_proves_nothing_is_left(aws, tmp_path, launch_template_tags):
     leaked = leak_everything(aws)
     ec2 = aws.client("ec2")
     other = make_network(aws, "other")  # another deployment: must survive
@@ -358,6 +360,14 @@ def test_destroy_sweeps_a_leak_state_never_knew_and_proves_nothing_is_left(aws, 
     assert (
         sum(item.type == "ec2:vpc" for item in before) == 1 and sum(item.type == "ec2:subnet" for item in before) == 2
     )
+
+    # Nothing here carries this state's lineage: destroy deletes none of it until `import` adopts it.
+    with pytest.raises(OwnedElsewhere, match="belongs to another state"):
+        destroy("leaky", Executor(transport, state), transport, state, retry_s=0.01, retry_timeout_s=5, poll_s=0.01)
+    assert {(item.type, item.id) for item in find_leftovers(transport, "leaky", hosted_zone_ids=[leaked["zone"]])} == {
+        (item.type, item.id) for item in before
+    }
+    import_deployment("leaky", transport, state, hosted_zone_ids=[leaked["zone"]])
 
     transport.calls.clear()
     events: list[str] = []
@@ -431,11 +441,12 @@ def test_destroy_reads_zones_from_state_and_finds_records_before_their_owner_goe
     route53 = aws.client("route53")
     zone = route53.create_hosted_zone(Name=ZONE_NAME, CallerReference="recorded")["HostedZone"]["Id"].rsplit("/", 1)[-1]
     route53.create_hosted_zone(Name="unrelated.com", CallerReference="unrelated")
-    owner = {
+    state = StateStore(tmp_path / "state.db")
+    owner = {  # what this state's apply wrote before it died
         "Name": f"_neurondeploy.{RECORD}",
         "Type": "TXT",
         "TTL": 300,
-        "ResourceRecords": [{"Value": '"deployment=leaky"'}],
+        "ResourceRecords": [{"Value": f'"deployment=leaky" "lineage={state.lineage}"'}],
     }
     alias = {"Name": RECORD, "Type": "CNAME", "TTL": 300, "ResourceRecords": [{"Value": "leaky-alb.elb.amazonaws.com"}]}
     route53.change_resource_record_sets(
@@ -448,7 +459,6 @@ def test_destroy_reads_zones_from_state_and_finds_records_before_their_owner_goe
         },
     )
 
-    state = StateStore(tmp_path / "state.db")
     with state.lock("leaky", REGION, "inference"):
         state.put_resource(
             "leaky",
@@ -492,11 +502,11 @@ def test_destroy_keeps_state_and_reports_what_it_could_not_delete(aws, tmp_path)
     """A leftover of a type neurondeploy never creates (found only by the tagging API) cannot be deleted:
     it is reported as remaining and the deployment stays in state."""
     ec2 = aws.client("ec2")
-    snapshot = ec2.create_snapshot(
-        VolumeId=ec2.create_volume(AvailabilityZone="us-east-1a", Size=1)["VolumeId"],
-        TagSpecifications=spec_tags("snapshot"),
-    )["SnapshotId"]
     state = StateStore(tmp_path / "state.db")
+    ours = [{"ResourceType": "snapshot", "Tags": [*tags("leaky"), {"Key": LINEAGE_TAG, "Value": state.lineage}]}]
+    snapshot = ec2.create_snapshot(
+        VolumeId=ec2.create_volume(AvailabilityZone="us-east-1a", Size=1)["VolumeId"], TagSpecifications=ours
+    )["SnapshotId"]
     with state.lock("leaky", REGION, "inference"):
         pass  # the deployment is known, with nothing recorded
     transport = make_transport()
