@@ -19,6 +19,10 @@ SSL_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 HEALTH_CHECK_PATH = "/ping"  # the SageMaker container contract our server implements
 
 
+# Requests with malformed headers are dropped rather than passed to the model server.
+ATTRIBUTES = [{"Key": "routing.http.drop_invalid_header_fields.enabled", "Value": "true"}]
+
+
 def alb_resource(spec: InferenceSpec, subnet_ids: list[str], *, after: list[str]) -> Resource:
     arn = ref("alb", "LoadBalancerArn")
     return resource(
@@ -46,13 +50,12 @@ def alb_resource(spec: InferenceSpec, subnet_ids: list[str], *, after: list[str]
                 },
                 Wait("LoadBalancerAvailable", {"LoadBalancerArns": [arn]}),
             ),
-            # Requests with malformed headers are dropped rather than passed to the model server.
             Request(
                 "elbv2",
                 "ModifyLoadBalancerAttributes",
                 {
                     "LoadBalancerArn": arn,
-                    "Attributes": [{"Key": "routing.http.drop_invalid_header_fields.enabled", "Value": "true"}],
+                    "Attributes": ATTRIBUTES,
                 },
             ),
         ],
@@ -67,6 +70,16 @@ def alb_resource(spec: InferenceSpec, subnet_ids: list[str], *, after: list[str]
         after=after,
         hourly_usd=ALB_USD_PER_HOUR,
         description="Internet-facing ALB; $0.0225/h + LCUs (list price, us-east-1, unconfirmed; LCUs ignored)",
+        # Name, scheme and type make another load balancer; subnets, groups, attributes and tags change in place.
+        identity=(aws_name(spec, "alb", ELB_NAME_MAX), "internet-facing", "application"),
+        update=[
+            Request("elbv2", "SetSubnets", {"LoadBalancerArn": arn, "Subnets": list(subnet_ids)}),
+            Request(
+                "elbv2", "SetSecurityGroups", {"LoadBalancerArn": arn, "SecurityGroups": [ref("sg-alb", "GroupId")]}
+            ),
+            Request("elbv2", "ModifyLoadBalancerAttributes", {"LoadBalancerArn": arn, "Attributes": ATTRIBUTES}),
+            Request("elbv2", "AddTags", {"ResourceArns": [arn], "Tags": tag_list(ownership_tags(spec))}),
+        ],
     )
 
 
