@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
@@ -25,6 +26,11 @@ from neurondeploy.specs.training import TrainingSpec
 Spec = Annotated[InferenceSpec | TrainingSpec, Field(discriminator="kind")]
 SPEC_KINDS: dict[str, type[BaseModel]] = {"inference": InferenceSpec, "training": TrainingSpec}
 MAX_SPEC_BYTES = 1 << 20
+# A spec is a few hundred values a few levels deep. Aliases can make a 1 KB file expand to billions of values
+# ("billion laughs") or refer to themselves; both limits stop that before it costs memory or a RecursionError.
+MAX_SPEC_VALUES = 20_000
+MAX_SPEC_DEPTH = 32
+MAX_INTEGER_DIGITS = 30  # larger than any count or size a spec holds; Python refuses str() of a 4300-digit int
 
 Path_ = tuple[Any, ...]
 
@@ -64,8 +70,17 @@ class LoadedSpec:
 class _Builder:
     def __init__(self, source: SourceMap) -> None:
         self.source = source
+        self.values = 0
 
     def build(self, node: yaml.Node, path: Path_) -> Any:
+        self.values += 1
+        if self.values > MAX_SPEC_VALUES or len(path) > MAX_SPEC_DEPTH:
+            what = f"more than {MAX_SPEC_VALUES} values" if self.values > MAX_SPEC_VALUES else "nested too deep"
+            raise SpecError(
+                f"{self.source.file}:{node.start_mark.line + 1}: {_dotted(path)}: {what} (aliases that expand or "
+                f"refer to themselves?)",
+                f"a spec has at most {MAX_SPEC_VALUES} values, {MAX_SPEC_DEPTH} levels deep; write the values out",
+            )
         self.source.lines.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
             result: dict[Any, Any] = {}
@@ -87,6 +102,11 @@ class _Builder:
             return result
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, path + (index,)) for index, item in enumerate(node.value)]
+        if node.tag == "tag:yaml.org,2002:int" and len(node.value.lstrip("+-")) > MAX_INTEGER_DIGITS:
+            raise SpecError(
+                f"{self.source.file}:{node.start_mark.line + 1}: {_dotted(path)}: a {len(node.value)}-digit number",
+                "give a value of the size the field takes (see `neurondeploy schema`)",
+            )
         return yaml.SafeLoader.construct_object(_CONSTRUCTOR, node, deep=True)
 
 
@@ -103,6 +123,10 @@ def _dotted(path: Path_) -> str:
 def _parse_yaml(text: str, source: SourceMap) -> Any:
     try:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except RecursionError:  # PyYAML composes recursively: thousands of nested brackets
+        raise SpecError(
+            f"{source.file}: nested too deep to read", f"a spec is at most {MAX_SPEC_DEPTH} levels deep"
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
@@ -245,7 +269,17 @@ def load_spec(path: str | Path) -> LoadedSpec:
     """Read and validate a spec file."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        info = path.stat()  # follows symlinks: a link to /dev/zero is a device
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block, a device never end: refused before opening
+            raise SpecError(f"{path}: not a regular file", "give the path of a .yaml file")
+        if info.st_size > MAX_SPEC_BYTES:
+            raise SpecError(
+                f"{path}: {info.st_size} bytes is too large for a spec", f"specs are under {MAX_SPEC_BYTES} bytes"
+            )
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_SPEC_BYTES + 1)  # the file may grow after the stat
     except FileNotFoundError:
         raise SpecError(f"{path}: no such file", "check the path; templates/ has examples") from None
     except IsADirectoryError:
