@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from neurondeploy.cli.confirm import confirm
-from neurondeploy.cli.options import image_context, open_state_of, transport_for
+from neurondeploy.cli.images import image_context
+from neurondeploy.cli.options import open_state_of, transport_for
 from neurondeploy.cli.output import console_err, dollars, print_json
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec

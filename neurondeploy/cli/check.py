@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from neurondeploy.cli.options import image_context
+from neurondeploy.cli.images import image_context
 from neurondeploy.cli.output import console_out, print_json
 from neurondeploy.cli.render import render_plan, render_size
 from neurondeploy.engine.changes import changes_against_state, recorded_hourly_usd

@@ -16,9 +16,3 @@ def transport_for(region: str, args) -> AwsTransport:
     return AwsTransport(
         region, wait_delay_s=args.wait_delay_s, on_progress=lambda message: console.print(f"  {message}")
     )
-
-
-def image_context(args) -> dict:
-    """The plan context the --ami-ssm-parameter / --ami-id options give (apply and plan)."""
-    pairs = (("ami_ssm_parameter", args.ami_ssm_parameter), ("ami_id", args.ami_id))
-    return {key: value for key, value in pairs if value}
