@@ -1,8 +1,9 @@
 """Facts as data, with a source per row: instance types, TP degrees, SDK lifecycle, container images, prices.
 
 Tables live in ``neurondeploy/catalog/data/*.yaml`` and are read once, on first use. Importing this
-package imports neither yaml, boto3, botocore, torch nor sagemaker. ECR accounts come from
-sagemaker-core's ``image_uri_config`` JSON files (``pip install 'neurondeploy[images]'``).
+package imports neither yaml, boto3, botocore, torch nor sagemaker. ECR accounts per region are catalogue data
+generated from sagemaker-core's ``image_uri_config`` JSON files (``image_accounts_source``), so planning needs no
+sagemaker-core.
 """
 
 from __future__ import annotations

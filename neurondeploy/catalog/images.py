@@ -1,16 +1,13 @@
-"""Neuron container images: ECR accounts (from sagemaker-core's data files) and known tags (data/images.yaml)."""
+"""Neuron container images: ECR accounts (data/image_accounts.yaml, generated from sagemaker-core's data files by
+``image_accounts_source``) and known tags (data/images.yaml)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 from neurondeploy.catalog._data import load, minor, unknown, version_tuple
 from neurondeploy.errors import CatalogError
-
-INSTALL_HINT = "pip install 'neurondeploy[images]'"
 
 
 @dataclass(frozen=True)
@@ -23,44 +20,6 @@ class ImageTag:
     confirmed: bool
 
 
-@cache
-def _config_dir() -> Path:
-    """sagemaker-core's image_uri_config directory, found without importing sagemaker (slow)."""
-    from importlib import metadata
-
-    try:
-        path = Path(str(metadata.distribution("sagemaker-core").locate_file("sagemaker/core/image_uri_config")))
-    except metadata.PackageNotFoundError:
-        raise CatalogError(
-            "container image accounts need sagemaker-core's image_uri_config data, which is not installed",
-            INSTALL_HINT,
-        ) from None
-    if not path.is_dir():
-        raise CatalogError(f"sagemaker-core is installed but has no image_uri_config at {path}", INSTALL_HINT)
-    return path
-
-
-@cache
-def _registries(file: str, scope: str | None = None) -> dict[str, str]:
-    """region -> account, the union of every ``registries`` map in ``file`` (under ``scope`` if given)."""
-    data = json.loads((_config_dir() / file).read_text(encoding="utf-8"))
-    if scope is not None:
-        data = data[scope]
-    found: dict[str, str] = {}
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            for region, account in node.get("registries", {}).items():
-                if found.setdefault(region, account) != account:
-                    raise CatalogError(f"{file} gives two ECR accounts for {region}", "report this data conflict")
-            for key, value in node.items():
-                if key != "registries":
-                    walk(value)
-
-    walk(data)
-    return found
-
-
 def _images() -> dict:
     return load("images")["images"]
 
@@ -69,28 +28,17 @@ def _supported(region: str) -> bool:
     return not region.startswith(tuple(load("images")["domains"]["unsupported_prefixes"]))
 
 
-def _merge(maps: list[dict[str, str]]) -> dict[str, str]:
-    merged: dict[str, str] = {}
-    for m in maps:
-        for region, account in m.items():
-            if _supported(region) and merged.setdefault(region, account) != account:
-                raise CatalogError(
-                    f"two Neuron DLC accounts for {region}: {merged[region]}, {account}", "report this data conflict"
-                )
-    return merged
-
-
 @cache
 def dlc_accounts() -> dict[str, str]:
-    """region -> Neuron DLC account, from sagemaker-core's Neuron image configs (data/images.yaml lists them)."""
-    return _merge([_registries(f) for f in load("images")["dlc_account_files"]])
+    """region -> Neuron DLC account (the union of sagemaker-core's Neuron image configs, data/images.yaml lists them)."""
+    return dict(load("image_accounts")["dlc"])
 
 
 @cache
 def image_accounts(purpose: str) -> dict[str, str]:
     """region -> account for one image purpose (training, inference, tgi, vllm)."""
-    spec = _spec(purpose)
-    return _merge([_registries(src["file"], src.get("scope")) for src in spec["accounts_from"]])
+    _spec(purpose)
+    return dict(load("image_accounts")["purposes"][purpose])
 
 
 def _spec(purpose: str) -> dict:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from neurondeploy.catalog._data import load, unknown
-from neurondeploy.catalog.images import image_regions  # reads sagemaker-core data files
+from neurondeploy.catalog.images import image_regions
 from neurondeploy.errors import CatalogError
 
 SAGEMAKER_PREFIX = "ml."

@@ -275,6 +275,10 @@ def _command(args: argparse.Namespace):
     return getattr(importlib.import_module(f"neurondeploy.cli.{module}"), function)
 
 
+# What the bare package leaves out on purpose (pyproject's extras): planning and AWS need none of these.
+EXTRA_OF_OPTIONAL_MODULE = {"torch": "compile", "transformers": "compile", "tokenizers": "compile", "litserve": "bench"}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -295,6 +299,15 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug of ours: say so in one line; --debug shows where
         if args.debug:
             raise
+        missing = (getattr(exc, "name", None) or "").partition(".")[0] if isinstance(exc, ImportError) else ""
+        extra = EXTRA_OF_OPTIONAL_MODULE.get(missing)
+        if extra:
+            print(
+                f"error: neurondeploy {args.command} needs {exc.name}, which the bare package does not install "
+                f"(fix: pip install 'neurondeploy[{extra}]')",
+                file=sys.stderr,
+            )
+            return 1
         print(
             f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback and report it)",
             file=sys.stderr,

@@ -167,7 +167,7 @@ def _torchrun_available() -> None:
     if importlib.util.find_spec("torch") is None:
         raise LocalTrainingError(
             "torch is not installed in this environment; --local runs the script with torchrun",
-            "pip install torch==2.13.0 (CPU build), or pip install 'neurondeploy[torch]'",
+            "pip install torch==2.13.0 (CPU build), or pip install 'neurondeploy[compile]'",
         )
 
 

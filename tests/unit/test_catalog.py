@@ -11,7 +11,7 @@ from importlib import metadata
 import pytest
 
 from neurondeploy import catalog
-from neurondeploy.catalog import _data, images
+from neurondeploy.catalog import _data, image_accounts_source
 from neurondeploy.errors import CatalogError
 
 ALL = catalog.instance_types()
@@ -343,8 +343,15 @@ def test_tags_carry_their_sdk_and_respect_the_lifecycle():
             assert getattr(catalog.get_sdk(tag.sdk), flag), tag.tag
 
 
+def sagemaker_core_configs():
+    try:
+        return image_accounts_source.config_dir()
+    except CatalogError:
+        pytest.skip("sagemaker-core is not installed (it is in the dev extra): nothing to compare the data with")
+
+
 def test_hf_tags_exist_in_sagemaker_core():
-    root = images._config_dir()
+    root = sagemaker_core_configs()
     for purpose, file in (("tgi", "huggingface-llm-neuronx.json"), ("vllm", "huggingface-vllm-neuronx.json")):
         versions = json.loads((root / file).read_text())["inference"]["versions"].values()
         prefixes = {v["tag_prefix"] for v in versions}
@@ -352,21 +359,25 @@ def test_hf_tags_exist_in_sagemaker_core():
             assert any(tag.tag.startswith(p + "-neuronx-py310-") for p in prefixes), tag.tag
 
 
-def test_missing_sagemaker_core_is_a_clear_error(monkeypatch):
+def test_image_accounts_data_is_what_sagemaker_core_says():
+    """The planner reads generated data (a bare install has no sagemaker-core); it must not drift from its source."""
+    derived = image_accounts_source.accounts_from_sagemaker_core(sagemaker_core_configs())
+    stored = _data.load("image_accounts")
+    assert stored["dlc"] == derived["dlc"]
+    assert stored["purposes"] == derived["purposes"]
+    assert set(stored["purposes"]) == set(catalog.image_purposes())
+    assert image_accounts_source.sagemaker_core_version() in stored["source"]
+
+
+def test_regenerating_without_sagemaker_core_is_a_clear_error(monkeypatch):
     def absent(name):
         raise metadata.PackageNotFoundError(name)
 
-    caches = [images._config_dir, images._registries, images.dlc_accounts, images.image_accounts]
-    for fn in caches:
-        fn.cache_clear()
     monkeypatch.setattr(metadata, "distribution", absent)
-    try:
-        with pytest.raises(CatalogError) as err:
-            catalog.dlc_account("us-east-1")
-        assert err.value.hint == "pip install 'neurondeploy[images]'"
-    finally:
-        for fn in caches:
-            fn.cache_clear()
+    with pytest.raises(CatalogError) as err:
+        image_accounts_source.config_dir()
+    assert "pip install sagemaker-core" in err.value.hint
+    assert catalog.dlc_account("us-east-1") == "763104351884"  # planning never needs it
 
 
 # ---- data hygiene and import cost ----------------------------------------------------------------
