@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from neurondeploy import __version__
@@ -280,6 +281,9 @@ EXTRA_OF_OPTIONAL_MODULE = {"torch": "compile", "transformers": "compile", "toke
 
 
 def main(argv: list[str] | None = None) -> int:
+    # pydantic looks for plugins among every installed distribution's entry points the first time it builds a
+    # validator (~10-20 ms a command); the CLI uses none. A user who wants one sets the variable themselves.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -45,6 +45,7 @@ from neurondeploy.aws.paging import Paged
 from neurondeploy.aws.transport import AwsCallError, AwsTransport, Transfer, default_region
 from neurondeploy.compiler.locking import FileLock
 from neurondeploy.errors import CacheError
+from neurondeploy.paths import default_cache_dir
 
 RECORD_FILE = "entry.json"
 RECORD_FORMAT = 1
@@ -73,15 +74,6 @@ def cache_key(parts: Mapping[str, Any]) -> str:
             "pass str/int/float/bool/None, lists and dicts with string keys",
         ) from exc
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
-
-
-def default_cache_dir() -> Path:
-    """``$NEURONDEPLOY_CACHE_DIR``, else ``$XDG_CACHE_HOME/neurondeploy``, else ``~/.cache/neurondeploy``."""
-    if os.environ.get("NEURONDEPLOY_CACHE_DIR"):
-        return Path(os.environ["NEURONDEPLOY_CACHE_DIR"]).expanduser()
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "neurondeploy"
-    return Path.home() / ".cache" / "neurondeploy"
 
 
 @dataclass(frozen=True)

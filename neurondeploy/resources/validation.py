@@ -14,8 +14,10 @@ import datetime as dt
 import difflib
 import functools
 import gzip
+import hashlib
 import importlib.util
 import json
+import marshal
 import os
 import re
 import string
@@ -23,9 +25,11 @@ import unicodedata
 import warnings
 from collections.abc import Mapping
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from neurondeploy.errors import AwsRequestError
+from neurondeploy.paths import default_cache_dir
 from neurondeploy.resources.refs import contains_ref, is_ref
 
 __all__ = ["check_request", "validate_request", "matches_pattern", "uncompilable_patterns"]
@@ -82,7 +86,18 @@ def idempotency_member(service: str, operation: str) -> str | None:
     return next(iter(marked + named), None)  # ACM's IdempotencyToken and Route 53's CallerReference are unmarked
 
 
+@functools.cache
 def _operation_model(service: str, operation: str) -> tuple[dict | None, str | None]:
+    """(a model holding ``operation`` and every shape its input reaches, None) or (None, why not).
+
+    botocore's EC2 model is 5 MB of JSON (~90 ms to parse) for the two dozen operations a plan sends, so the
+    input shapes of each operation used are kept in a small per-service file beside the compile cache, keyed by
+    the model file's path, size and modification time: a botocore upgrade reads the new model once.
+    """
+    path = _bundled_model_path(service)
+    subsets = _OperationSubsets.of(service, path) if path else None
+    if subsets is not None and operation in subsets.model["operations"]:
+        return subsets.model, None
     try:
         model = _load_model(service)
     except Exception as exc:
@@ -93,7 +108,61 @@ def _operation_model(service: str, operation: str) -> tuple[dict | None, str | N
         return None, f"unknown service {service!r}{_did_you_mean(service, _available_services())}"
     if operation not in model["operations"]:
         return None, f"{service} has no operation {operation!r}{_did_you_mean(operation, model['operations'])}"
+    if subsets is not None:
+        subsets.add(operation, model)
     return model, None
+
+
+class _OperationSubsets:
+    """The operations of one service model used so far on this machine, each with the shapes its input reaches."""
+
+    FORMAT = 1
+
+    def __init__(self, file: Path) -> None:
+        self.file = file
+        try:
+            self.model = marshal.loads(file.read_bytes())
+        except (OSError, EOFError, ValueError, TypeError):
+            self.model = {"operations": {}, "shapes": {}}
+
+    @classmethod
+    @functools.cache
+    def of(cls, service: str, model_path: str) -> _OperationSubsets | None:
+        try:
+            stat = os.stat(model_path)
+        except OSError:
+            return None
+        identity = f"{cls.FORMAT}|{model_path}|{stat.st_size}|{stat.st_mtime_ns}".encode()
+        digest = hashlib.sha256(identity).hexdigest()[:16]
+        return cls(default_cache_dir() / "botocore-shapes" / f"{service}-{digest}.marshal")
+
+    def add(self, operation: str, model: Mapping) -> None:
+        definition = model["operations"][operation]
+        self.model["operations"][operation] = _undocumented(definition)
+        pending = [definition["input"]["shape"]] if definition.get("input") else []
+        while pending:
+            name = pending.pop()
+            if name in self.model["shapes"]:
+                continue
+            shape = self.model["shapes"][name] = _undocumented(model["shapes"][name])
+            refs = [*shape.get("members", {}).values(), shape.get("member"), shape.get("key"), shape.get("value")]
+            pending += [ref["shape"] for ref in refs if ref]
+        try:  # a cache: a read-only home or a full disk costs speed, never a plan
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.file.with_name(f"{self.file.name}.{os.getpid()}.tmp")
+            partial.write_bytes(marshal.dumps(self.model))
+            os.replace(partial, self.file)
+        except OSError:
+            pass
+
+
+def _undocumented(node: Any) -> Any:
+    """``node`` without its documentation strings: most of a model's bytes, none of its rules."""
+    if isinstance(node, dict):
+        return {key: _undocumented(value) for key, value in node.items() if key != "documentation"}
+    if isinstance(node, list):
+        return [_undocumented(value) for value in node]
+    return node
 
 
 @functools.cache

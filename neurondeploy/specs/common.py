@@ -40,7 +40,8 @@ class FieldIssue(ValueError):
 class StrictModel(BaseModel):
     """Base of every spec model: unknown keys are errors, no silent type coercion."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True)
+    # defer_build: a model's validator is built when first used, so a plan pays only for its own kind's models.
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True, defer_build=True)
 
 
 def _cidr(value: str) -> str:
@@ -219,8 +220,12 @@ class SpecBase(StrictModel):
             pattern=r"^2\.\d{1,2}\.\d{1,2}$",
         ),
     ] = None
-    network: Annotated[NetworkSpec, Field(description="VPC, subnets and who may connect.")] = NetworkSpec()
-    iam: Annotated[IamSpec, Field(description="IAM role used by the instances or SageMaker.")] = IamSpec()
+    network: Annotated[NetworkSpec, Field(description="VPC, subnets and who may connect.")] = Field(
+        default_factory=NetworkSpec
+    )
+    iam: Annotated[IamSpec, Field(description="IAM role used by the instances or SageMaker.")] = Field(
+        default_factory=IamSpec
+    )
 
     @field_validator("tags")
     @classmethod

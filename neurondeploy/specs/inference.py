@@ -309,7 +309,7 @@ class DeploymentSpec(StrictModel):
     autoscaling: Annotated[
         AutoscalingSpec | None, Field(description="Scale between min and max instances on load.")
     ] = None
-    container: Annotated[ContainerSpec, Field(description="Serving container.")] = ContainerSpec()
+    container: Annotated[ContainerSpec, Field(description="Serving container.")] = Field(default_factory=ContainerSpec)
     health_check_timeout_s: Annotated[
         int,
         Field(
@@ -352,9 +352,13 @@ class InferenceSpec(SpecBase):
             description="What the model does; decides pre/post-processing. text-generation needs an hf-vllm/hf-tgi container."
         ),
     ]
-    compile: Annotated[CompileSpec, Field(description="Shape buckets and compiler options.")] = CompileSpec()
-    deployment: Annotated[DeploymentSpec, Field(description="Platform, instances and container.")] = DeploymentSpec()
-    serving: Annotated[ServingSpec, Field(description="HTTP server settings.")] = ServingSpec()
+    compile: Annotated[CompileSpec, Field(description="Shape buckets and compiler options.")] = Field(
+        default_factory=CompileSpec
+    )
+    deployment: Annotated[DeploymentSpec, Field(description="Platform, instances and container.")] = Field(
+        default_factory=DeploymentSpec
+    )
+    serving: Annotated[ServingSpec, Field(description="HTTP server settings.")] = Field(default_factory=ServingSpec)
     dns: Annotated[DnsSpec | None, Field(description="Route 53 record for the endpoint (ec2 platform).")] = None
     tls: Annotated[
         TlsSpec | None, Field(description="HTTPS with ACM (ec2 platform); needs dns unless certificate_arn is given.")

@@ -126,15 +126,19 @@ class TrainingSpec(SpecBase):
             description="Instances; more than 1 needs an EFA type (trn1.32xlarge, trn1n.32xlarge, trn2).", ge=1, le=64
         ),
     ] = 1
-    distribution: Annotated[DistributionSpec, Field(description="Parallel layout and precision.")] = DistributionSpec()
+    distribution: Annotated[DistributionSpec, Field(description="Parallel layout and precision.")] = Field(
+        default_factory=DistributionSpec
+    )
     architecture: Annotated[
         ModelArchitecture | None,
         Field(
             description="Shape of the model the script trains; when given, the planner checks it fits per NeuronCore."
         ),
     ] = None
-    checkpoint: Annotated[CheckpointSpec, Field(description="Checkpoint location and resume.")] = CheckpointSpec()
-    spot: Annotated[SpotSpec, Field(description="Managed spot training.")] = SpotSpec()
+    checkpoint: Annotated[CheckpointSpec, Field(description="Checkpoint location and resume.")] = Field(
+        default_factory=CheckpointSpec
+    )
+    spot: Annotated[SpotSpec, Field(description="Managed spot training.")] = Field(default_factory=SpotSpec)
     max_runtime_s: Annotated[int, Field(description="Stop the job after this many seconds.", ge=60, le=2_419_200)] = (
         86400
     )

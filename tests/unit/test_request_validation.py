@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import json
+import os
 import subprocess
 import sys
 
@@ -321,6 +323,53 @@ def test_loading_models_needs_neither_botocore_import_at_startup_nor_its_loader(
         "assert 'botocore.loaders' not in sys.modules, 'slow path taken'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _validate_in_fresh_process(cache_dir, requests) -> list:
+    """validate_request for each (service, operation, params) in a new interpreter, with this cache directory."""
+    code = (
+        "import json, sys\n"
+        "from neurondeploy.resources import validation\n"
+        "requests = json.loads(sys.argv[1])\n"
+        "answers = [validation.validate_request(*request) for request in requests]\n"
+        "json.dump({'answers': answers, 'full_models': validation._load_model.cache_info().currsize}, sys.stdout)\n"
+    )
+    env = {**os.environ, "NEURONDEPLOY_CACHE_DIR": str(cache_dir)}
+    result = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(requests)], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(result.stdout)
+
+
+def test_the_shapes_an_operation_uses_are_kept_so_the_next_process_reads_no_full_model(tmp_path):
+    requests = [
+        ["ec2", "CreateVpc", {"CidrBlock": "10.0.0.0/16"}],
+        ["ec2", "CreateLaunchTemplate", {"LaunchTemplateName": "x", "LaunchTemplateData": {"InstanceType": "inf9"}}],
+        ["sagemaker", "CreateEndpointConfig", endpoint_config(InstanceType="ml.inf2.huge")],
+    ]
+    cold = _validate_in_fresh_process(tmp_path, requests)
+    kept = sorted(path.name.split("-")[0] for path in (tmp_path / "botocore-shapes").iterdir())
+    warm = _validate_in_fresh_process(tmp_path, requests)
+    assert kept == ["ec2", "sagemaker"]
+    assert cold["full_models"] == 2 and warm["full_models"] == 0  # the 5 MB EC2 model is not parsed again
+    assert warm["answers"] == cold["answers"]
+    assert cold["answers"][0] == [] and "inf9" in cold["answers"][1][0] and "ml.inf2.huge" in cold["answers"][2][0]
+    # an operation not used before is read from the full model, then kept too
+    more = _validate_in_fresh_process(tmp_path, [["ec2", "DeleteVpc", {"VpcId": "vpc-1"}]])
+    assert more == {"answers": [[]], "full_models": 1}
+
+
+def test_a_damaged_or_unwritable_shape_cache_costs_speed_not_answers(tmp_path):
+    requests = [["ec2", "CreateVpc", {"CidrBlock": "not a cidr", "Bogus": 1}]]
+    expected = _validate_in_fresh_process(tmp_path / "fresh", requests)["answers"]
+    damaged = tmp_path / "damaged"
+    _validate_in_fresh_process(damaged, requests)
+    for path in (damaged / "botocore-shapes").iterdir():
+        path.write_bytes(b"\x00garbage")
+    assert _validate_in_fresh_process(damaged, requests)["answers"] == expected
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache directory would be")
+    assert _validate_in_fresh_process(blocked, requests)["answers"] == expected
 
 
 # --- refs -------------------------------------------------------------------------------------------

@@ -1,0 +1,15 @@
+"""Where neurondeploy keeps files between runs on this machine (not state: see engine.state for that)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def default_cache_dir() -> Path:
+    """``$NEURONDEPLOY_CACHE_DIR``, else ``$XDG_CACHE_HOME/neurondeploy``, else ``~/.cache/neurondeploy``."""
+    if os.environ.get("NEURONDEPLOY_CACHE_DIR"):
+        return Path(os.environ["NEURONDEPLOY_CACHE_DIR"]).expanduser()
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "neurondeploy"
+    return Path.home() / ".cache" / "neurondeploy"
