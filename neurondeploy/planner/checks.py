@@ -421,29 +421,63 @@ def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
                 yield error("model.path", exc.message, exc.hint)
 
 
-def check_sequence_lengths(loaded: LoadedSpec) -> Iterable[Finding]:
-    """A bucket longer than the model's positions cannot be traced (it fails minutes into compile): refuse at
-    validate. The limit is the config's max_position_embeddings (n_positions for GPT-2-style configs)."""
-    spec = loaded.spec
-    if spec.model.source_kind != "hf-directory" or spec.compile.image_size:
-        return
+def _model_config(loaded: LoadedSpec) -> tuple[dict, Path] | None:
+    """(config.json of a Hugging Face model directory, its path), or None when there is none to read."""
+    if loaded.spec.model.source_kind != "hf-directory":
+        return None
     config_path = resolve_model_path(loaded) / "config.json"
     if not config_path.is_file():
-        return
+        return None
     try:
         config = json.loads(config_path.read_text())
     except (OSError, ValueError):
-        return  # check_model_path reports an unreadable config
-    config = config.get("text_config", config) if isinstance(config, dict) else {}
+        return None  # check_model_path reports an unreadable config
+    return (config if isinstance(config, dict) else {}), config_path
+
+
+def check_sequence_lengths(loaded: LoadedSpec) -> Iterable[Finding]:
+    """A bucket longer than the model's positions cannot be traced (it fails minutes into compile): refuse at
+    validate. The limit is the config's max_position_embeddings (n_positions for GPT-2-style configs)."""
+    found = None if loaded.spec.compile.image_size else _model_config(loaded)
+    if found is None:
+        return
+    config, config_path = found
+    config = config.get("text_config", config)
     limit = next(
         (config[k] for k in ("max_position_embeddings", "n_positions") if isinstance(config.get(k), int)), None
     )
-    too_long = [n for n in spec.compile.sequence_lengths if limit is not None and n > limit]
+    too_long = [n for n in loaded.spec.compile.sequence_lengths if limit is not None and n > limit]
     if too_long:
         yield error(
             "compile.sequence_lengths",
             f"{too_long} exceed the model's {limit} positions (max_position_embeddings in {config_path})",
             f"compile sequence lengths of at most {limit}",
+        )
+
+
+# Vision transformers whose patch position embeddings are a fixed grid: transformers' ViTEmbeddings (and these
+# models' copies of it) raise "Input image size (..) doesn't match model (..)" for any other size unless
+# interpolate_pos_encoding is passed, which a traced module cannot take. Convolutional models take any size.
+FIXED_GRID_VISION_MODELS = {"vit", "deit", "beit", "vit_msn", "vit_mae", "data2vec-vision", "dinat"}
+
+
+def check_image_size(loaded: LoadedSpec) -> Iterable[Finding]:
+    """An image bucket of another size than a ViT's grid fails at trace: refuse at validate."""
+    image_size = loaded.spec.compile.image_size
+    found = _model_config(loaded) if image_size else None
+    if found is None:
+        return
+    config, config_path = found
+    config = config.get("vision_config", config)
+    side = config.get("image_size")
+    if config.get("model_type") not in FIXED_GRID_VISION_MODELS or not isinstance(side, int):
+        return
+    if list(image_size) != [side, side]:
+        yield error(
+            "compile.image_size",
+            f"{list(image_size)} is not the {config.get('model_type')} model's fixed {side}x{side} input "
+            f"(image_size in {config_path}; its position embeddings are a fixed grid)",
+            f"compile.image_size: [{side}, {side}], and resize images to it before sending them",
         )
 
 
@@ -458,6 +492,7 @@ CHECKS: dict[str, list[Check]] = {
         check_parallel_layout,
         check_model_path,
         check_sequence_lengths,
+        check_image_size,
         check_inference_fit,
         check_sagemaker_endpoint,
     ],
