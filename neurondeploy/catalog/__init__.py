@@ -21,6 +21,7 @@ from neurondeploy.catalog.images import (
 from neurondeploy.catalog.instances import (
     PRICE_REGION,
     InstanceType,
+    ShardingRules,
     TpDegrees,
     get_instance,
     instance_types,
@@ -28,6 +29,7 @@ from neurondeploy.catalog.instances import (
     price_per_hour,
     regions,
     replicas_per_instance,
+    sharding_rules,
     tp_backends,
     tp_tables,
 )
@@ -50,6 +52,7 @@ __all__ = [
     "ImageTag",
     "InstanceType",
     "SdkRelease",
+    "ShardingRules",
     "TpDegrees",
     "check_sdk_for",
     "components",
@@ -73,6 +76,7 @@ __all__ = [
     "regions",
     "sdk_paths",
     "sdk_releases",
+    "sharding_rules",
     "tp_backends",
     "tp_tables",
 ]

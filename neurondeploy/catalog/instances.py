@@ -171,6 +171,34 @@ def tp_backends() -> tuple[str, ...]:
     return tuple(load("tp_degrees")["backends"])
 
 
+@dataclass(frozen=True)
+class ShardingRules:
+    """How a runtime splits attention over TP ranks, and which weight quantization it loads (tp_degrees.yaml)."""
+
+    backend: str
+    pads_attention_heads: bool
+    replicates_kv_heads: bool
+    weight_quantization: tuple[str, ...]
+    source: str
+    confirmed: bool
+
+
+@cache
+def sharding_rules(backend: str) -> ShardingRules:
+    backends = load("tp_degrees")["backends"]
+    if backend not in backends:
+        raise unknown("tensor-parallel backend", backend, backends)
+    row = backends[backend]["sharding"]
+    return ShardingRules(
+        backend,
+        row["pads_attention_heads"],
+        row["replicates_kv_heads"],
+        tuple(row["weight_quantization"]),
+        row["source"],
+        row["confirmed"],
+    )
+
+
 def legal_tp_degrees(instance: InstanceType, backend: str) -> tuple[int, ...]:
     """TP degrees ``backend`` allows on ``instance``'s accelerator that fit its visible NeuronCores.
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from neurondeploy import catalog
-from neurondeploy.planner import sizing
+from neurondeploy.planner import sizing, training_memory
 from neurondeploy.specs.inference import ModelArchitecture, ModelSpec
 
 LLAMA_8B = ModelArchitecture(
@@ -80,8 +80,8 @@ def test_fit_is_weights_plus_kv_over_tp_plus_headroom_against_hbm_per_core():
 
 
 def test_zero1_shards_optimizer_state_over_data_parallel_ranks():
-    plain = sizing.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=False, precision="bf16-autocast")
-    zero1 = sizing.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=True, precision="bf16-autocast")
+    plain = training_memory.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=False, precision="bf16-autocast")
+    zero1 = training_memory.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=True, precision="bf16-autocast")
     shard = sizing.parameter_count(LLAMA_8B) / 8
     assert plain.per_core_gib - zero1.per_core_gib == pytest.approx(shard * 8 * (1 - 1 / 8) / GIB)
     assert zero1.fits and not plain.fits
@@ -102,7 +102,10 @@ def test_size_options_are_all_fitting_and_cheapest_first():
     assert all(option.per_core_gib <= option.available_per_core_gib for option in options)
     assert (options[0].instance, options[0].tensor_parallel) == ("inf2.xlarge", 2)
     assert not any(option.instance == "inf2.xlarge" and option.tensor_parallel == 1 for option in options)
-    assert all(32 % option.tensor_parallel == 0 for option in options)  # heads divisible by TP under NxDI
+    # TP 24 is offered too: NxD Inference pads the 32 heads to 48 and replicates the 8 KV heads to 24.
+    tp24 = next(option for option in options if option.tensor_parallel == 24)
+    assert (tp24.padded_heads, tp24.kv_heads) == (48, 24) and tp24.padding_overhead_gib > 0
+    assert all(option.padding_overhead_gib == 0 for option in options if 8 % option.tensor_parallel == 0)
 
 
 def test_size_cli_json_lists_options(tmp_path):
