@@ -151,3 +151,54 @@ def test_size_cli_refuses_a_shape_it_cannot_use():
     )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr and "not divisible" in result.stderr
+
+
+REFERENCE_MODEL = ModelArchitecture(
+    layers=6, hidden_size=256, attention_heads=8, vocab_size=256, intermediate_size=1024
+)
+
+
+def test_a_reference_layer_keeps_17_h_per_token_and_tp_splits_all_but_the_norm_and_matmul_inputs():
+    # templates/training/tiny_lm.py Block: two norm inputs, the QKV and MLP inputs (4h, replicated under TP),
+    # q, k, v, the attention kernel's output and the o-projection's copy of it (5h), GELU in and out (2 × 4h).
+    h = 256
+    assert training_memory.layer_activation_elements(REFERENCE_MODEL, 1, 256, False) == 17 * h
+    assert training_memory.layer_activation_elements(REFERENCE_MODEL, 4, 256, False) == 4 * h + 13 * h / 4
+    # Korthikanti et al.'s scores term (a·s per token: softmax output) when the kernel materialises them
+    with_scores = training_memory.layer_activation_elements(REFERENCE_MODEL, 1, 256, True)
+    assert with_scores - 17 * h == 8 * 256
+
+
+def test_checkpointing_keeps_one_input_per_layer_plus_one_layer():
+    load = training_memory.TrainingLoad(sequence_length=256, micro_batch=4)
+    tokens, h = 256 * 4, 256
+    loss = tokens * 256 * (4 + 8)
+    full = training_memory.activation_bytes(REFERENCE_MODEL, load, precision="fp32")
+    kept = training_memory.activation_bytes(REFERENCE_MODEL, load, precision="fp32", checkpointing=True)
+    assert full == 6 * 17 * h * tokens * 4 + loss
+    assert kept == 6 * h * tokens * 4 + 17 * h * tokens * 4 + loss
+    half = training_memory.activation_bytes(REFERENCE_MODEL, load, precision="bf16-autocast")
+    assert half == 6 * 17 * h * tokens * 2 + tokens * 256 * (2 + 8)
+
+
+def test_the_training_load_comes_from_the_hyperparameters():
+    assert training_memory.training_load({"global_batch_size": 1024}, 8, 1) is None  # no sequence length
+    split = training_memory.training_load({"global_batch_size": 1024, "sequence_length": 4096}, 8, 1)
+    assert (split.micro_batch, split.in_flight) == (128, 1)  # the reference script: global / DP, no accumulation
+    piped = training_memory.training_load({"global_batch_size": 64, "sequence_length": "512"}, 2, 4)
+    assert (piped.sequence_length, piped.micro_batch, piped.in_flight) == (512, 8, 4)  # GPipe: 4 in flight
+    explicit = training_memory.training_load(
+        {"global_batch_size": 1024, "sequence_length": 4096, "micro_batch_size": 1}, 8, 1
+    )
+    assert explicit.micro_batch == 1
+
+
+def test_the_llama_pretraining_template_fits_only_with_a_micro_batch():
+    arch = LLAMA_8B
+    one = training_memory.TrainingLoad(4096, 1)
+    fits = training_memory.training_memory(arch, 16, 8, 1, 8, True, "bf16-autocast", one, checkpointing=True)
+    assert fits.fits and 1 < fits.activations_gib < 3
+    whole = training_memory.TrainingLoad(4096, 128)
+    assert not training_memory.training_memory(arch, 16, 8, 1, 8, True, "bf16-autocast", whole, True).fits
+    plain = training_memory.training_memory(arch, 16, 8, 1, 8, True, "bf16-autocast", one, False)
+    assert plain.activations_gib > fits.activations_gib
