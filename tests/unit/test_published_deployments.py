@@ -428,3 +428,37 @@ def test_llama_3_1_70b_needs_16_trn1_cores_as_the_nxdi_guide_says():
     sixteen = sizing.inference_memory(arch, 16, 16, 1, 4096, "bfloat16")
     assert (sixteen.weights_gib + sixteen.kv_cache_gib) * GIB / 1e9 == pytest.approx(148, rel=0.02)  # "about 148 GB"
     assert sixteen.fits and not sizing.inference_memory(arch, 16, 8, 1, 4096, "bfloat16").fits
+
+
+@pytest.mark.parametrize(
+    "config",
+    [MIXTRAL_8X7B, MIXTRAL_8X22B, LLAMA_4_SCOUT, QWEN3_30B_A3B, GEMMA_7B, LLAMA_3_2_1B, MISTRAL_NEMO, LLAMA_3_70B],
+    ids=[
+        "mixtral-8x7b",
+        "mixtral-8x22b",
+        "llama-4-scout",
+        "qwen3-30b-a3b",
+        "gemma-7b",
+        "llama-3.2-1b",
+        "nemo",
+        "llama-70b",
+    ],
+)
+def test_the_count_from_the_shape_equals_transformers_own_modules(config):
+    """transformers builds each model from the same config on the meta device (no memory): its weight matrices —
+    every expert, the explicit head_dim, a tied head counted once — add up to exactly our count (norm weights aside,
+    which the planner leaves out)."""
+    import torch
+    import transformers
+
+    values = {key: value for key, value in config.items() if key != "model_type"}
+    with torch.device("meta"):
+        if config["model_type"] == "llama4":
+            text = {key: value for key, value in values["text_config"].items() if key != "model_type"}
+            model = transformers.Llama4ForCausalLM(transformers.Llama4TextConfig(**text, tie_word_embeddings=False))
+        else:
+            model = transformers.AutoModelForCausalLM.from_config(
+                transformers.AutoConfig.for_model(config["model_type"], **values)
+            )
+    weights = sum(parameter.numel() for name, parameter in model.named_parameters() if "norm" not in name)
+    assert sizing.parameter_count(architecture_from_config_values(config)) == weights

@@ -202,3 +202,34 @@ def test_the_llama_pretraining_template_fits_only_with_a_micro_batch():
     assert not training_memory.training_memory(arch, 16, 8, 1, 8, True, "bf16-autocast", whole, True).fits
     plain = training_memory.training_memory(arch, 16, 8, 1, 8, True, "bf16-autocast", one, False)
     assert plain.activations_gib > fits.activations_gib
+
+
+def _size_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "neurondeploy.cli", "size", *args], capture_output=True, text=True)
+
+
+LLAMA_70B_FLAGS = ("--layers", "80", "--hidden", "8192", "--heads", "64", "--kv-heads", "8", "--vocab", "128256")
+LLAMA_70B_FLAGS += ("--intermediate", "28672", "--gated-mlp", "--batch", "48", "--seq", "4096")
+
+
+def test_size_shows_the_padding_and_replication_overhead_as_a_column_and_in_json():
+    data = json.loads(_size_cli(*LLAMA_70B_FLAGS, "--json").stdout)
+    tp24 = next(o for o in data["options"] if (o["instance"], o["tensor_parallel"]) == ("inf2.48xlarge", 24))
+    assert (tp24["padded_heads"], tp24["kv_heads"]) == (72, 24)
+    assert tp24["padding_overhead_gib"] > 100 and tp24["padding_compute_pct"] > 0  # 16 replicated KV heads × bs 48
+    table = _size_cli(*LLAMA_70B_FLAGS).stdout
+    assert "heads Q/KV" in table and "72/24" in table and "(+6.2%)" in table
+
+
+def test_size_reports_moe_active_parameters_and_refuses_a_quantization_the_backend_cannot_load():
+    moe = ("--layers", "32", "--hidden", "4096", "--heads", "32", "--kv-heads", "8", "--intermediate", "14336")
+    moe += ("--gated-mlp", "--experts", "8", "--experts-per-token", "2", "--seq", "4096")
+    data = json.loads(_size_cli(*moe, "--json").stdout)
+    assert data["parameters"] == pytest.approx(46.7e9, rel=0.005)
+    assert data["active_parameters"] == pytest.approx(12.9e9, rel=0.01)
+    assert "active per token" in _size_cli(*moe).stdout
+    refused = _size_cli(*moe, "--backend", "trace", "--quantization", "int8")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "error: --quantization int8: trace does not load int8 weights (fix: leave --quantization out for this backend)"
+    ]
