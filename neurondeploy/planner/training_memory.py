@@ -154,8 +154,10 @@ def training_load(hyperparameters: dict, dp: int, microbatches: int) -> Training
 
 
 def _positive_int(value) -> int | None:
+    if isinstance(value, bool):
+        return None
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # a list, "abc", .inf
         return None
     return number if number > 0 else None

@@ -233,3 +233,10 @@ def test_size_reports_moe_active_parameters_and_refuses_a_quantization_the_backe
     assert refused.stderr.strip().splitlines() == [
         "error: --quantization int8: trace does not load int8 weights (fix: leave --quantization out for this backend)"
     ]
+
+
+@pytest.mark.parametrize("odd", [float("inf"), "abc", [1, 2], True, -3, 0, None])
+def test_an_odd_sequence_length_means_no_load_not_a_crash(odd):
+    assert training_memory.training_load({"sequence_length": odd, "global_batch_size": 8}, 2, 1) is None
+    load = training_memory.training_load({"sequence_length": 64, "global_batch_size": odd}, 2, 1)
+    assert load.micro_batch >= 1
