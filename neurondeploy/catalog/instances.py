@@ -43,6 +43,7 @@ class InstanceType:
     sagemaker_price_usd_per_hour: float | None = None  # ml.<name> on-demand, us-east-1; third-party or derived
     sagemaker_price_source: str = ""
     sagemaker_price_derived: bool = False  # EC2 price × a family's ml./EC2 ratio, not a published figure
+    sagemaker_price_confirmed: bool = False  # no first-party ml.* price list was read: every figure is third-party
     ri_effective_usd_per_hour: float | None = None  # Neuron benchmarks' US East RI-effective rate
     ri_effective_source: str = ""
     regions_source: str = ""
@@ -115,6 +116,7 @@ def _build(row: dict, families: dict, sources: dict) -> InstanceType:
         sagemaker_price_usd_per_hour=_sagemaker_price(merged),
         sagemaker_price_source=merged.get("sagemaker_price_source", ""),
         sagemaker_price_derived=merged.get("sagemaker_price_derived", False),
+        sagemaker_price_confirmed=merged.get("sagemaker_price_confirmed", False),
         ri_effective_usd_per_hour=merged.get("ri_effective_usd_per_hour"),
         ri_effective_source=sources["ri_effective"] if merged.get("ri_effective_usd_per_hour") else "",
         regions_source=regions_source,

@@ -71,7 +71,7 @@ def _instance_item(spec, instance: catalog.InstanceType) -> CostItem:
             what=f"{spec.instance_count} × ml.{instance.name} on-demand (SageMaker, {catalog.PRICE_REGION})",
             hourly_usd=instance_hourly_usd(spec, instance, spec.instance_count),
             source=instance.sagemaker_price_source,
-            confirmed=False,
+            confirmed=instance.sagemaker_price_confirmed,
         )
     return CostItem(
         what=f"{spec.instance_count} × {instance.name} on-demand (EC2, {instance.price_region})",

@@ -130,6 +130,7 @@ def test_ml_prices_are_above_ec2_third_party_or_derived_and_say_so():
             continue
         assert it.sagemaker_endpoint or it.sagemaker_training, it.name
         assert it.sagemaker_price_usd_per_hour > it.price_usd_per_hour, it.name  # SageMaker bills above EC2
+        assert not it.sagemaker_price_confirmed, it.name  # third-party or derived, never an AWS price list
         if it.sagemaker_price_derived:
             assert it.sagemaker_price_source.startswith("DERIVED") and it.family in ("trn1", "trn1n")
             assert it.sagemaker_price_usd_per_hour == pytest.approx(it.price_usd_per_hour * family_ratio, abs=0.001)
