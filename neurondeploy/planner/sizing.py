@@ -23,6 +23,8 @@ import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from neurondeploy import catalog
 from neurondeploy.errors import PlanError
 from neurondeploy.specs.inference import ModelArchitecture
@@ -94,7 +96,8 @@ def architecture_from_config_values(
     config = config.get("text_config", config)
     values: dict = {}
     for name, keys in _CONFIG_KEYS.items():
-        values[name] = next((config[key] for key in keys if config.get(key) is not None), None)
+        # 0 or null means "not used" in some configs (dense Qwen3 has num_experts_per_tok: 0)
+        values[name] = next((config[key] for key in keys if config.get(key)), None)
     missing = [name for name in ("layers", "hidden_size", "attention_heads") if values[name] is None]
     if missing:
         raise PlanError(f"{where}: no {', '.join(missing)} in config", "set model.architecture in the spec")
@@ -105,7 +108,12 @@ def architecture_from_config_values(
     values["gated_mlp"] = model_type in _GATED_MODEL_TYPES
     values["tied_embeddings"] = bool(config.get("tie_word_embeddings", model_type in _TIED_BY_DEFAULT))
     values["parameters"] = parameters
-    return ModelArchitecture.model_validate(values)
+    try:
+        return ModelArchitecture.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"]) or "shape"
+        raise PlanError(f"{where}: {field}: {first['msg']}", "set model.architecture in the spec") from None
 
 
 def _moe_layout(config: dict, values: dict) -> dict:

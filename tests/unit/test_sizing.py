@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from neurondeploy import catalog
+from neurondeploy.errors import PlanError
 from neurondeploy.planner import sizing, training_memory
 from neurondeploy.specs.inference import ModelArchitecture, ModelSpec
 
@@ -240,3 +241,15 @@ def test_an_odd_sequence_length_means_no_load_not_a_crash(odd):
     assert training_memory.training_load({"sequence_length": odd, "global_batch_size": 8}, 2, 1) is None
     load = training_memory.training_load({"sequence_length": 64, "global_batch_size": odd}, 2, 1)
     assert load.micro_batch >= 1
+
+
+def test_a_config_the_shape_rules_refuse_is_a_plan_error_and_unused_moe_keys_are_ignored():
+    dense = {"hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32, "num_experts_per_tok": 0}
+    assert sizing.architecture_from_config_values(dense).experts is None  # dense Qwen3 configs say 0
+    for bad in (
+        {"hidden_size": 100, "num_hidden_layers": 2, "num_attention_heads": 3},
+        {"hidden_size": "wide", "num_hidden_layers": 2, "num_attention_heads": 4},
+        {**dense, "num_local_experts": 2, "num_experts_per_tok": 4},
+    ):
+        with pytest.raises(PlanError, match="config.json: "):
+            sizing.architecture_from_config_values(bad)
