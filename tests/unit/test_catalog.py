@@ -435,3 +435,15 @@ def test_import_is_cheap():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_runtime_has_sharding_rules_with_a_source():
+    for backend in catalog.tp_backends():
+        rules = catalog.sharding_rules(backend)
+        assert rules.source.strip(), backend
+        assert set(rules.weight_quantization) <= {"int8", "fp8"}, backend
+    assert catalog.sharding_rules("nxdi").pads_attention_heads and catalog.sharding_rules("nxdi").confirmed
+    assert not catalog.sharding_rules("trace").pads_attention_heads  # one unsharded model per core
+    with pytest.raises(CatalogError, match="unknown tensor-parallel backend") as refused:
+        catalog.sharding_rules("nxd")
+    assert "nxdi" in refused.value.hint
