@@ -362,37 +362,18 @@ def check_training_fit(
         f"does not fit: needs {estimate.per_core_gib:.1f} GiB per NeuronCore: {state:.1f} GiB weights, gradients and "
         f"optimizer state (TP={d.tensor_parallel}, PP={d.pipeline_parallel}, ZeRO-1 {'on' if d.zero1 else 'off'}) + "
         f"{where} + {estimate.headroom_gib:.1f} GiB headroom; {instance.name} has {estimate.available_per_core_gib:g} GiB",
-        _training_fix(spec, arch, instance, dp, load, estimate),
-    )
-
-
-def _training_fix(spec: TrainingSpec, arch, instance, dp: int, load, estimate) -> str:
-    """The first change, in the order a user would try them, that makes it fit."""
-    d = spec.distribution
-    trials = []
-    if load and not d.gradient_checkpointing:
-        trials.append(("turn on gradient_checkpointing", {"checkpointing": True}))
-    if not d.zero1 and dp > 1:
-        trials.append(("turn on zero1", {"zero1": True}))
-    if load and load.micro_batch > 1:
-        smaller = training_memory.TrainingLoad(load.sequence_length, 1, load.in_flight)
-        trials.append(("set hyperparameters.micro_batch_size: 1 (gradient accumulation)", {"load": smaller}))
-    base, applied = {"checkpointing": d.gradient_checkpointing, "zero1": d.zero1, "load": load}, []
-    for text, change in trials:
-        base, applied = base | change, [*applied, text]  # changes accumulate: each assumes the ones before
-        if training_memory.training_memory(
+        training_memory.first_fix(
             arch,
             instance.hbm_per_core_gib,
             d.tensor_parallel,
             d.pipeline_parallel,
             dp,
-            base["zero1"],
+            d.zero1,
             d.precision,
-            base["load"],
-            base["checkpointing"],
-        ).fits:
-            return " and ".join(applied)
-    return "raise tensor_parallel / pipeline_parallel" + (f" (after: {', '.join(applied)})" if applied else "")
+            load,
+            d.gradient_checkpointing,
+        ),
+    )
 
 
 def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:

@@ -135,6 +135,37 @@ def training_memory(
     )
 
 
+def first_fix(
+    arch: ModelArchitecture,
+    hbm_per_core_gib: float,
+    tp: int,
+    pp: int,
+    dp: int,
+    zero1: bool,
+    precision: str,
+    load: TrainingLoad | None,
+    checkpointing: bool,
+) -> str:
+    """The changes, in the order a user would try them (each assuming the ones before), that make a layout fit."""
+    trials = []
+    if load and not checkpointing:
+        trials.append(("turn on gradient_checkpointing", {"checkpointing": True}))
+    if not zero1 and dp > 1:
+        trials.append(("turn on zero1", {"zero1": True}))
+    if load and load.micro_batch > 1:
+        smaller = TrainingLoad(load.sequence_length, 1, load.in_flight)
+        trials.append(("set hyperparameters.micro_batch_size: 1 (gradient accumulation)", {"load": smaller}))
+    layout, applied = {"checkpointing": checkpointing, "zero1": zero1, "load": load}, []
+    for text, change in trials:
+        layout, applied = layout | change, [*applied, text]
+        trial = training_memory(
+            arch, hbm_per_core_gib, tp, pp, dp, layout["zero1"], precision, layout["load"], layout["checkpointing"]
+        )
+        if trial.fits:
+            return " and ".join(applied)
+    return "raise tensor_parallel / pipeline_parallel" + (f" (after: {', '.join(applied)})" if applied else "")
+
+
 def training_load(hyperparameters: dict, dp: int, microbatches: int) -> TrainingLoad | None:
     """The load a spec's hyperparameters describe, or None when they do not give a sequence length.
 

@@ -253,3 +253,16 @@ def test_a_config_the_shape_rules_refuse_is_a_plan_error_and_unused_moe_keys_are
     ):
         with pytest.raises(PlanError, match="config.json: "):
             sizing.architecture_from_config_values(bad)
+
+
+def test_the_fix_for_a_training_layout_is_the_first_change_that_makes_it_fit():
+    fix = training_memory.first_fix
+    load = training_memory.TrainingLoad(4096, 2)
+    # Llama-8B, TP 8, ZeRO-1 on, 2 × 4096 tokens: checkpointing alone is enough
+    assert fix(LLAMA_8B, 16, 8, 1, 8, True, "bf16-autocast", load, False) == "turn on gradient_checkpointing"
+    # ZeRO-1 off as well: both, in that order
+    both = fix(LLAMA_8B, 16, 8, 1, 8, False, "bf16-autocast", load, False)
+    assert both == "turn on gradient_checkpointing and turn on zero1"
+    # a 70B model on TP 2 fits with nothing but more model parallelism
+    big = LLAMA_8B.model_copy(update={"layers": 80, "hidden_size": 8192, "intermediate_size": 28672})
+    assert fix(big, 16, 2, 1, 16, False, "bf16-autocast", load, False).startswith("raise tensor_parallel")
