@@ -7,7 +7,11 @@
 
 (1) and (2) run each variant in a fresh process (peak RSS is per process), model sized so activations matter
 (hidden 256, 6 layers, sequence 256, batch 4). (3) uses the template's tiny model through the launcher.
-Usage: python bench/train.py
+
+Beside (1), the planner's training-memory model (neurondeploy/planner/training_memory.py: Korthikanti et al. 2022,
+adapted) predicts the same step's peak: activations of the micro-batch plus the gradients (the step allocates them:
+the loop frees them with zero_grad(set_to_none=True)), and the ratio predicted / measured is printed.
+Usage: python bench/train.py [--memory]   (--memory: only (1) and the prediction, about 30 s)
 """
 
 from __future__ import annotations
@@ -120,24 +124,57 @@ def processes_throughput(processes: int, work: Path) -> float:
     return 32 * 64 / seconds
 
 
-def main() -> None:
-    results = run_variants(
-        {
-            "plain": {"checkpointing": False, "bf16": False},
-            "checkpointed": {"checkpointing": True, "bf16": False},
-            "bf16": {"checkpointing": False, "bf16": True},
-        }
+def predicted_step_mib(checkpointing: bool) -> tuple[float, float, float]:
+    """(activations, gradients, their sum) in MiB, as the planner sizes the reference model's fp32 step."""
+    from neurondeploy.planner.sizing import parameter_count
+    from neurondeploy.planner.training_memory import TrainingLoad, activation_bytes
+    from neurondeploy.specs.inference import ModelArchitecture
+
+    arch = ModelArchitecture(
+        layers=SHAPE["layers"],
+        hidden_size=SHAPE["hidden_size"],
+        attention_heads=SHAPE["heads"],
+        vocab_size=256,
+        intermediate_size=SHAPE["intermediate_size"],
     )
-    plain, checkpointed, bf16 = results["plain"], results["checkpointed"], results["bf16"]
-    print(
-        f"reference model {SHAPE}, median step of {STEPS} after {WARMUP} warm-up, median of {ROUNDS} interleaved "
-        f"rounds, {os.cpu_count()} cores"
-    )
+    load = TrainingLoad(sequence_length=SHAPE["sequence"], micro_batch=SHAPE["batch"])
+    activations = activation_bytes(arch, load, precision="fp32", checkpointing=checkpointing) / 2**20
+    gradients = (parameter_count(arch) + SHAPE["sequence"] * SHAPE["hidden_size"]) * 4 / 2**20  # + positions
+    return activations, gradients, activations + gradients
+
+
+def print_memory(plain: dict, checkpointed: dict) -> None:
     print(
         f"gradient checkpointing: peak step memory {plain['peak_step_mib']:.0f} MiB -> {checkpointed['peak_step_mib']:.0f} MiB "
         f"(ratio {checkpointed['peak_step_mib'] / plain['peak_step_mib']:.2f}); step time {plain['step_s'] * 1000:.0f} ms -> "
         f"{checkpointed['step_s'] * 1000:.0f} ms (ratio {checkpointed['step_s'] / plain['step_s']:.2f})"
     )
+    for name, measured, checkpointing in (("without", plain, False), ("with", checkpointed, True)):
+        activations, gradients, total = predicted_step_mib(checkpointing)
+        print(
+            f"planner's training-memory model, {name} checkpointing: predicted {total:.0f} MiB (activations "
+            f"{activations:.0f} + gradients {gradients:.0f}), measured {measured['peak_step_mib']:.0f} MiB, "
+            f"ratio predicted/measured {total / measured['peak_step_mib']:.2f}"
+        )
+
+
+def main(memory_only: bool = False) -> None:
+    variants = {
+        "plain": {"checkpointing": False, "bf16": False},
+        "checkpointed": {"checkpointing": True, "bf16": False},
+    }
+    if not memory_only:
+        variants["bf16"] = {"checkpointing": False, "bf16": True}
+    results = run_variants(variants)
+    plain, checkpointed = results["plain"], results["checkpointed"]
+    print(
+        f"reference model {SHAPE}, median step of {STEPS} after {WARMUP} warm-up, median of {ROUNDS} interleaved "
+        f"rounds, {os.cpu_count()} cores"
+    )
+    print_memory(plain, checkpointed)
+    if memory_only:
+        return
+    bf16 = results["bf16"]
     drift = max(abs(a - b) for a, b in zip(plain["losses"], bf16["losses"]))
     print(
         f"fp32 vs bf16 autocast: step time {plain['step_s'] * 1000:.0f} ms vs {bf16['step_s'] * 1000:.0f} ms "
@@ -157,4 +194,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
         print(json.dumps(worker(json.loads(sys.argv[2]))))
     else:
-        main()
+        main(memory_only="--memory" in sys.argv[1:])

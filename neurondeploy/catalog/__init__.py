@@ -22,6 +22,7 @@ from neurondeploy.catalog.images import (
 from neurondeploy.catalog.instances import (
     PRICE_REGION,
     InstanceType,
+    ShardingRules,
     TpDegrees,
     get_instance,
     instance_types,
@@ -29,6 +30,7 @@ from neurondeploy.catalog.instances import (
     price_per_hour,
     regions,
     replicas_per_instance,
+    sharding_rules,
     tp_backends,
     tp_tables,
 )
@@ -51,6 +53,7 @@ __all__ = [
     "ImageTag",
     "InstanceType",
     "SdkRelease",
+    "ShardingRules",
     "TpDegrees",
     "check_sdk_for",
     "components",
@@ -74,6 +77,7 @@ __all__ = [
     "regions",
     "sdk_paths",
     "sdk_releases",
+    "sharding_rules",
     "tp_backends",
     "tp_tables",
 ]

@@ -40,6 +40,10 @@ class InstanceType:
     artifact_target: str | None = None  # NEFFs are shared between instances with the same value
     price_region: str = PRICE_REGION
     prices_by_region: tuple[tuple[str, float], ...] = ()
+    sagemaker_price_usd_per_hour: float | None = None  # ml.<name> on-demand, us-east-1; third-party or derived
+    sagemaker_price_source: str = ""
+    sagemaker_price_derived: bool = False  # EC2 price × a family's ml./EC2 ratio, not a published figure
+    sagemaker_price_confirmed: bool = False  # no first-party ml.* price list was read: every figure is third-party
     ri_effective_usd_per_hour: float | None = None  # Neuron benchmarks' US East RI-effective rate
     ri_effective_source: str = ""
     regions_source: str = ""
@@ -109,6 +113,10 @@ def _build(row: dict, families: dict, sources: dict) -> InstanceType:
         artifact_target=merged["artifact_target"],
         price_region=price_region,
         prices_by_region=tuple(sorted((r, float(p)) for r, p in prices.items())),
+        sagemaker_price_usd_per_hour=_sagemaker_price(merged),
+        sagemaker_price_source=merged.get("sagemaker_price_source", ""),
+        sagemaker_price_derived=merged.get("sagemaker_price_derived", False),
+        sagemaker_price_confirmed=merged.get("sagemaker_price_confirmed", False),
         ri_effective_usd_per_hour=merged.get("ri_effective_usd_per_hour"),
         ri_effective_source=sources["ri_effective"] if merged.get("ri_effective_usd_per_hour") else "",
         regions_source=regions_source,
@@ -116,6 +124,11 @@ def _build(row: dict, families: dict, sources: dict) -> InstanceType:
         confirmed=merged["confirmed"],
         notes=merged.get("notes", ""),
     )
+
+
+def _sagemaker_price(row: dict) -> float | None:
+    price = (row.get("sagemaker_usd_per_hour") or {}).get(PRICE_REGION)
+    return None if price is None else float(price)
 
 
 @cache
@@ -140,11 +153,18 @@ def regions() -> tuple[str, ...]:
     return tuple(sorted({r for it in instance_types().values() if not it.regions_fallback for r in it.regions}))
 
 
-def price_per_hour(instance: InstanceType, count: int = 1, *, region: str | None = None) -> float | None:
-    """On-demand USD/hour for ``count`` instances (in ``instance.price_region`` unless ``region``); None if unknown."""
+def price_per_hour(
+    instance: InstanceType, count: int = 1, *, region: str | None = None, platform: str = "ec2"
+) -> float | None:
+    """On-demand USD/hour for ``count`` instances (in ``instance.price_region`` unless ``region``); None if unknown.
+
+    ``platform="sagemaker"`` gives the ml.* price (us-east-1 only), None where the catalogue has none."""
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
-    each = instance.price_usd_per_hour if region is None else instance.price_in(region)
+    if platform == "sagemaker":
+        each = instance.sagemaker_price_usd_per_hour if region in (None, PRICE_REGION) else None
+    else:
+        each = instance.price_usd_per_hour if region is None else instance.price_in(region)
     return None if each is None else each * count
 
 
@@ -169,6 +189,34 @@ def tp_tables() -> dict[tuple[str, str], TpDegrees]:
 
 def tp_backends() -> tuple[str, ...]:
     return tuple(load("tp_degrees")["backends"])
+
+
+@dataclass(frozen=True)
+class ShardingRules:
+    """How a runtime splits attention over TP ranks, and which weight quantization it loads (tp_degrees.yaml)."""
+
+    backend: str
+    pads_attention_heads: bool
+    replicates_kv_heads: bool
+    weight_quantization: tuple[str, ...]
+    source: str
+    confirmed: bool
+
+
+@cache
+def sharding_rules(backend: str) -> ShardingRules:
+    backends = load("tp_degrees")["backends"]
+    if backend not in backends:
+        raise unknown("tensor-parallel backend", backend, backends)
+    row = backends[backend]["sharding"]
+    return ShardingRules(
+        backend,
+        row["pads_attention_heads"],
+        row["replicates_kv_heads"],
+        tuple(row["weight_quantization"]),
+        row["source"],
+        row["confirmed"],
+    )
 
 
 def legal_tp_degrees(instance: InstanceType, backend: str) -> tuple[int, ...]:

@@ -62,9 +62,20 @@ def cmd_size(args) -> int:
         intermediate=args.intermediate,
         params=args.params,
         gated_mlp=args.gated_mlp,
+        head_dim=args.head_dim,
+        experts=args.experts,
+        experts_per_token=args.experts_per_token,
+        expert_intermediate=args.expert_intermediate,
+        tied_embeddings=args.tied_embeddings,
     )
     result = size_report(
-        arch, batch=args.batch, seq=args.seq, dtype=args.dtype, backend=args.backend, region=args.region
+        arch,
+        batch=args.batch,
+        seq=args.seq,
+        dtype=args.dtype,
+        backend=args.backend,
+        region=args.region,
+        quantization=args.quantization,
     )
     if args.json:
         print_json(result)

@@ -78,9 +78,22 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--intermediate", type=int, help="MLP width; default 4 × hidden")
     size.add_argument("--params", type=int, help="exact parameter count, if known")
     size.add_argument("--gated-mlp", action="store_true", help="SwiGLU MLP with 3 matrices (Llama, Mistral, Qwen)")
+    size.add_argument(
+        "--head-dim", type=int, help="attention head width when the config sets it; default hidden / heads"
+    )
+    size.add_argument("--experts", type=int, help="MoE: routed experts per layer (all resident)")
+    size.add_argument("--experts-per-token", type=int, help="MoE: experts each token uses")
+    size.add_argument("--expert-intermediate", type=int, help="MoE: one expert's MLP width; default --intermediate")
+    size.add_argument("--tied-embeddings", action="store_true", help="output head shares the embedding matrix")
     size.add_argument("--batch", type=int, default=1)
     size.add_argument("--seq", type=int, default=2048, help="sequence length (context) to hold in the KV cache")
     size.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16", "fp8"])
+    size.add_argument(
+        "--quantization",
+        default="none",
+        choices=["none", "int8", "fp8"],
+        help="weight-only quantization by the runtime (nxdi: int8, fp8; transformers-neuronx: int8)",
+    )
     size.add_argument(
         "--backend",
         default="nxdi",

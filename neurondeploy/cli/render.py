@@ -53,14 +53,28 @@ def render_plan(plan, console) -> None:
 def render_size(result: dict, console) -> None:
     from rich.table import Table
 
+    active = result["active_parameters"]
+    moe = f" ({active / 1e9:.2f}B active per token)" if active != result["parameters"] else ""
+    quantized = f", {result['quantization']} weights" if result["quantization"] != "none" else ""
     console.print(
-        f"{result['parameters'] / 1e9:.2f}B parameters, batch {result['batch']}, sequence {result['sequence_length']}, "
-        f"{result['dtype']}, backend {result['backend']}"
+        f"{result['parameters'] / 1e9:.2f}B parameters{moe}, batch {result['batch']}, sequence "
+        f"{result['sequence_length']}, {result['dtype']}{quantized}, backend {result['backend']}"
     )
     if not result["options"]:
         console.print("[red]nothing fits[/]: reduce batch size, sequence length or dtype")
         return
-    table = Table("instance", "TP", "replicas", "GiB/core needed", "GiB/core", "$/hour", box=None, pad_edge=False)
+    table = Table(
+        "instance",
+        "TP",
+        "replicas",
+        "heads Q/KV",
+        "padding GiB (+compute)",
+        "GiB/core needed",
+        "GiB/core",
+        "$/hour",
+        box=None,
+        pad_edge=False,
+    )
     for option in result["options"]:
         price = f"{option['hourly_usd']:.4f}" if option["hourly_usd"] is not None else "?"
         if option["hourly_usd"] is not None and not option["price_confirmed"]:
@@ -69,6 +83,10 @@ def render_size(result: dict, console) -> None:
             option["instance"],
             str(option["tensor_parallel"]),
             str(option["replicas_per_instance"]),
+            f"{option['padded_heads']}/{option['kv_heads']}",
+            f"{option['padding_overhead_gib']:.2f} (+{option['padding_compute_pct']:g}%)"
+            if option["padding_overhead_gib"]
+            else "-",
             f"{option['per_core_gib']:.2f}",
             f"{option['available_per_core_gib']:g}",
             price,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from neurondeploy import catalog
 from neurondeploy.errors import CatalogError, PlanError
-from neurondeploy.planner import sizing
+from neurondeploy.planner import sizing, training_memory
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
 from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelArchitecture
 
@@ -279,20 +279,29 @@ def check_inference_fit(
     spec: InferenceSpec, instance: catalog.InstanceType, arch: ModelArchitecture
 ) -> Iterable[Finding]:
     tp, backend = spec.deployment.tensor_parallel, serving_backend(spec)
-    if backend == "nxdi" and arch.attention_heads % tp:
-        divisors = [d for d in catalog.legal_tp_degrees(instance, backend) if arch.attention_heads % d == 0]
+    quantization = spec.model.quantization
+    supported = catalog.sharding_rules(backend).weight_quantization
+    if quantization != "none" and quantization not in supported:
         yield error(
-            "deployment.tensor_parallel",
-            f"{arch.attention_heads} attention heads are not divisible by TP={tp} (NxD Inference requires it)",
-            f"use TP in {divisors}",
+            "model.quantization",
+            f"{backend} does not load {quantization} weights (it loads: {', '.join(supported) or 'none'})",
+            "remove model.quantization",
         )
         return
     batch, sequence = max(spec.compile.batch_sizes), max(spec.compile.sequence_lengths)
-    estimate = sizing.inference_memory(arch, instance.hbm_per_core_gib, tp, batch, sequence, spec.model.dtype)
-    for note in estimate.notes:
-        yield warning("deployment.tensor_parallel", f"{note} (counted in the memory estimate)")
+    dtype = spec.model.dtype
+    estimate = sizing.inference_memory(
+        arch, instance.hbm_per_core_gib, tp, batch, sequence, dtype, backend=backend, quantization=quantization
+    )
+    for index, note in enumerate(estimate.notes):
+        padded_first = index == 0 and estimate.padded_heads != arch.attention_heads
+        yield warning(
+            "deployment.tensor_parallel",
+            f"{note} (counted in the memory estimate)",
+            _unpadded_tp_hint(arch, instance, backend) if padded_first else None,
+        )
     if not estimate.fits:
-        options = sizing.size_options(arch, batch, sequence, spec.model.dtype, backend, spec.region)
+        options = sizing.size_options(arch, batch, sequence, dtype, backend, spec.region, quantization)
         fix = (
             f"try {options[0].instance} with TP={options[0].tensor_parallel}"
             if options
@@ -313,6 +322,11 @@ def check_inference_fit(
         )
 
 
+def _unpadded_tp_hint(arch: ModelArchitecture, instance: catalog.InstanceType, backend: str) -> str | None:
+    exact = [d for d in catalog.legal_tp_degrees(instance, backend) if arch.attention_heads % d == 0]
+    return f"TP in {exact} needs no padding" if exact else None
+
+
 @_with_instance_and_architecture
 def check_training_fit(
     spec: TrainingSpec, instance: catalog.InstanceType, arch: ModelArchitecture
@@ -320,16 +334,46 @@ def check_training_fit(
     d = spec.distribution
     total = instance.neuron_cores * spec.instance_count
     dp = d.data_parallel or max(1, total // (d.tensor_parallel * d.pipeline_parallel))
-    estimate = sizing.training_memory(
-        arch, instance.hbm_per_core_gib, d.tensor_parallel, d.pipeline_parallel, dp, d.zero1, d.precision
+    load = training_memory.training_load(spec.hyperparameters, dp, d.microbatches)
+    estimate = training_memory.training_memory(
+        arch,
+        instance.hbm_per_core_gib,
+        d.tensor_parallel,
+        d.pipeline_parallel,
+        dp,
+        d.zero1,
+        d.precision,
+        load,
+        d.gradient_checkpointing,
     )
-    if not estimate.fits:
-        yield error(
-            "distribution.tensor_parallel",
-            f"does not fit: weights, gradients and optimizer state need {estimate.per_core_gib:.1f} GiB per NeuronCore, "
-            f"{instance.name} has {estimate.available_per_core_gib:g} GiB",
-            "raise tensor_parallel / pipeline_parallel, or turn on zero1",
-        )
+    for note in estimate.notes:
+        yield warning("hyperparameters", note)
+    if estimate.fits:
+        return
+    state = estimate.per_core_gib - estimate.activations_gib - estimate.headroom_gib
+    where = (
+        f"{estimate.activations_gib:.1f} GiB activations ({load.micro_batch} × {load.sequence_length} tokens per "
+        f"micro-batch, gradient checkpointing {'on' if d.gradient_checkpointing else 'off'})"
+        if load
+        else "no activations counted"
+    )
+    yield error(
+        "distribution.tensor_parallel",
+        f"does not fit: needs {estimate.per_core_gib:.1f} GiB per NeuronCore: {state:.1f} GiB weights, gradients and "
+        f"optimizer state (TP={d.tensor_parallel}, PP={d.pipeline_parallel}, ZeRO-1 {'on' if d.zero1 else 'off'}) + "
+        f"{where} + {estimate.headroom_gib:.1f} GiB headroom; {instance.name} has {estimate.available_per_core_gib:g} GiB",
+        training_memory.first_fix(
+            arch,
+            instance.hbm_per_core_gib,
+            d.tensor_parallel,
+            d.pipeline_parallel,
+            dp,
+            d.zero1,
+            d.precision,
+            load,
+            d.gradient_checkpointing,
+        ),
+    )
 
 
 def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:

@@ -26,20 +26,19 @@ class Cost(BaseModel):
 def plan_cost(loaded: LoadedSpec, resources) -> Cost:
     spec = loaded.spec
     instance = instance_of(spec)
-    items = [
-        CostItem(
-            what=f"{spec.instance_count} × {instance.name} on-demand (EC2, {instance.price_region})",
-            hourly_usd=catalog.price_per_hour(instance, spec.instance_count),
-            source=instance.price_source,
-            confirmed=instance.price_confirmed,
-        )
-    ]
+    items = [_instance_item(spec, instance)]
     notes = []
-    if spec.platform == "sagemaker":
+    if spec.platform == "sagemaker" and instance.sagemaker_price_usd_per_hour is None:
         notes.append(
-            f"SageMaker bills ml.{instance.name} above the EC2 price and no first-party ml.* price is in the "
-            "catalogue: the total is a lower bound (query the AWS Pricing API for the exact figure)"
+            f"no ml.{instance.name} price is catalogued (none published that we found): the EC2 price is shown and "
+            "the total is a lower bound (query the AWS Pricing API for the exact figure)"
         )
+    elif spec.platform == "sagemaker" and instance.sagemaker_price_derived:
+        notes.append(
+            f"the ml.{instance.name} price is derived from its EC2 price, not published: {instance.sagemaker_price_source}"
+        )
+    if spec.region != catalog.PRICE_REGION:
+        notes.append(f"prices are {catalog.PRICE_REGION} figures; {spec.region} may differ")
     notes += _KIND_NOTES[spec.kind](spec, instance)
     for resource in resources:
         if resource.hourly_usd:
@@ -59,6 +58,29 @@ def plan_cost(loaded: LoadedSpec, resources) -> Cost:
     return Cost(hourly_usd=hourly, items=items, notes=notes, run_ceiling_usd=ceiling)
 
 
+def instance_hourly_usd(spec, instance: catalog.InstanceType, count: int) -> float | None:
+    """What ``count`` instances of the spec's platform cost per hour: the ml.* price on SageMaker when catalogued."""
+    if spec.platform == "sagemaker" and instance.sagemaker_price_usd_per_hour is not None:
+        return catalog.price_per_hour(instance, count, platform="sagemaker")
+    return catalog.price_per_hour(instance, count)
+
+
+def _instance_item(spec, instance: catalog.InstanceType) -> CostItem:
+    if spec.platform == "sagemaker" and instance.sagemaker_price_usd_per_hour is not None:
+        return CostItem(
+            what=f"{spec.instance_count} × ml.{instance.name} on-demand (SageMaker, {catalog.PRICE_REGION})",
+            hourly_usd=instance_hourly_usd(spec, instance, spec.instance_count),
+            source=instance.sagemaker_price_source,
+            confirmed=instance.sagemaker_price_confirmed,
+        )
+    return CostItem(
+        what=f"{spec.instance_count} × {instance.name} on-demand (EC2, {instance.price_region})",
+        hourly_usd=catalog.price_per_hour(instance, spec.instance_count),
+        source=instance.price_source,
+        confirmed=instance.price_confirmed,
+    )
+
+
 def _training_notes(spec: TrainingSpec, instance: catalog.InstanceType) -> list[str]:
     if spec.spot.enabled:
         return ["managed spot usually costs well below on-demand; the on-demand figure is the ceiling"]
@@ -71,7 +93,7 @@ def _inference_notes(spec: InferenceSpec, instance: catalog.InstanceType) -> lis
         return []
     return [
         f"autoscaling between {scaling.min_instances} and {scaling.max_instances} instances: "
-        f"up to ${(catalog.price_per_hour(instance, scaling.max_instances) or 0):,.2f}/h at max"
+        f"up to ${(instance_hourly_usd(spec, instance, scaling.max_instances) or 0):,.2f}/h at max"
     ]
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from neurondeploy import catalog
 from neurondeploy.errors import PlanError
 from neurondeploy.planner import sizing
 from neurondeploy.specs.inference import ModelArchitecture
@@ -23,6 +24,11 @@ def architecture_of(
     intermediate: int | None = None,
     params: int | None = None,
     gated_mlp: bool = False,
+    head_dim: int | None = None,
+    experts: int | None = None,
+    experts_per_token: int | None = None,
+    expert_intermediate: int | None = None,
+    tied_embeddings: bool = False,
 ) -> ModelArchitecture:
     """From a model directory's config.json, or from the shape given number by number."""
     if model:
@@ -45,6 +51,11 @@ def architecture_of(
             intermediate_size=intermediate,
             parameters=params,
             gated_mlp=gated_mlp,
+            head_dim=head_dim,
+            experts=experts,
+            experts_per_token=experts_per_token,
+            expert_intermediate_size=expert_intermediate,
+            tied_embeddings=tied_embeddings,
         )
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
@@ -61,13 +72,28 @@ def check_load(batch: int, seq: int) -> None:
 
 
 def size_report(
-    arch: ModelArchitecture, *, batch: int, seq: int, dtype: str, backend: str, region: str | None = None
+    arch: ModelArchitecture,
+    *,
+    batch: int,
+    seq: int,
+    dtype: str,
+    backend: str,
+    region: str | None = None,
+    quantization: str = "none",
 ) -> dict:
     check_load(batch, seq)
-    options = sizing.size_options(arch, batch, seq, dtype, backend, region)
+    supported = catalog.sharding_rules(backend).weight_quantization
+    if quantization != "none" and quantization not in supported:
+        raise PlanError(
+            f"--quantization {quantization}: {backend} does not load {quantization} weights",
+            f"use one of {', '.join(supported)}" if supported else "leave --quantization out for this backend",
+        )
+    options = sizing.size_options(arch, batch, seq, dtype, backend, region, quantization)
     return {
         "model": arch.model_dump(),
         "parameters": sizing.parameter_count(arch),
+        "active_parameters": sizing.active_parameter_count(arch),
+        "quantization": quantization,
         "batch": batch,
         "sequence_length": seq,
         "dtype": dtype,

@@ -3,8 +3,16 @@
 The formulas are the Neuron docs' (neuron-facts §5.1): weights = parameters × dtype bytes (``12·L·d²``
 for GPT-style shapes), KV cache = batch × layers × context × 2 × (KV heads × head dim) × dtype bytes —
 GQA-aware, which the doc's MHA formula is not (derived, unconfirmed) — and the budget is 16 GiB per
-NeuronCore-v2 (the catalogue's ``hbm_per_core_gib``). Where the serving backend replicates KV heads
-(TP > KV heads) or pads attention heads (heads not divisible by TP), the extra memory is counted.
+NeuronCore-v2 (the catalogue's ``hbm_per_core_gib``).
+
+Sizing follows how the serving runtime really shards (the catalogue's ``sharding`` rules per backend, from
+NxD Inference's ``modules/attention/gqa.py``): Q heads are padded with zero heads up to a multiple of TP
+(``get_number_of_extra_heads``), K/V heads are replicated up to TP when TP is a multiple of them and the
+model is converted to MHA otherwise (``get_shardable_head_counts``). The padded and replicated heads cost
+weight memory, KV cache and compute, and all three are counted. Mixture-of-experts models keep every expert
+resident (weights count all of them; the active parameters are reported beside), an explicit ``head_dim``
+sizes q/k/v/o and the KV cache, tied embeddings count once, and weight-only int8/fp8 quantization takes
+1 byte per linear-layer weight where the runtime supports it.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from neurondeploy import catalog
 from neurondeploy.errors import PlanError
 from neurondeploy.specs.inference import ModelArchitecture
@@ -22,23 +32,44 @@ from neurondeploy.specs.inference import ModelArchitecture
 GIB = 1024**3
 NON_PARAMETER_DTYPES = {"I64", "I32", "I16", "U64", "U32", "BOOL"}
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
+QUANTIZED_WEIGHT_BYTES = 1  # int8 and fp8 (e4m3) weights; per-channel scales are negligible
 # Our margin, not an AWS figure: the runtime, NEFF instructions, scratchpad and activations share HBM with
 # weights and KV. 10% keeps the docs' worked examples on the side they are on (Llama-3.1-8B bs1 fits
 # trn1.2xlarge; OPT-66B bs16 needs 24 Inf2 cores).
 RUNTIME_HEADROOM_FRACTION = 0.10
-# Training keeps fp32 master weights, gradients and two AdamW moments (4 + 4 + 8 bytes) beside the compute
-# copy; the Neuron/optimum docs put it at "approximately 4× the model size" per core (facts §5.1).
-TRAINING_STATE_BYTES = {"fp32": (4, 4, 8), "bf16-autocast": (4, 4, 8), "bf16-stochastic-rounding": (2, 2, 8)}
 
 _CONFIG_KEYS = {
     "layers": ("num_hidden_layers", "n_layer", "num_layers"),
     "hidden_size": ("hidden_size", "n_embd", "d_model"),
     "attention_heads": ("num_attention_heads", "n_head"),
     "kv_heads": ("num_key_value_heads",),
+    "head_dim": ("head_dim",),
     "vocab_size": ("vocab_size",),
     "intermediate_size": ("intermediate_size", "n_inner", "ffn_dim"),
+    "experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "experts_per_token": ("num_experts_per_tok", "moe_topk"),
+    "expert_intermediate_size": ("moe_intermediate_size",),
 }
-_GATED_MODEL_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "granite", "phi3", "olmo2"}
+_GATED_MODEL_TYPES = {
+    "llama",
+    "llama4_text",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "granite",
+    "phi3",
+    "olmo2",
+    "deepseek_v2",
+    "deepseek_v3",
+}
+# Configs where tie_word_embeddings is absent but the model ties them (the transformers class default).
+_TIED_BY_DEFAULT = {"bert", "gemma", "gemma2", "gemma3_text"}
 
 
 def architecture_from_config(model_dir: str | Path) -> ModelArchitecture:
@@ -53,18 +84,59 @@ def architecture_from_config(model_dir: str | Path) -> ModelArchitecture:
         ) from None
     except (OSError, ValueError) as exc:
         raise PlanError(f"{config_path}: unreadable config ({exc})", "check the model directory") from None
+    return architecture_from_config_values(
+        config, where=str(config_path), parameters=safetensors_parameter_count(model_dir)
+    )
+
+
+def architecture_from_config_values(
+    config: dict, *, where: str = "config.json", parameters: int | None = None
+) -> ModelArchitecture:
+    """The shape numbers of a parsed config.json (multimodal configs: their text_config)."""
     config = config.get("text_config", config)
     values: dict = {}
     for name, keys in _CONFIG_KEYS.items():
-        values[name] = next((config[key] for key in keys if config.get(key) is not None), None)
+        # 0 or null means "not used" in some configs (dense Qwen3 has num_experts_per_tok: 0)
+        values[name] = next((config[key] for key in keys if config.get(key)), None)
     missing = [name for name in ("layers", "hidden_size", "attention_heads") if values[name] is None]
     if missing:
-        raise PlanError(f"{config_path}: no {', '.join(missing)} in config", "set model.architecture in the spec")
+        raise PlanError(f"{where}: no {', '.join(missing)} in config", "set model.architecture in the spec")
+    model_type = config.get("model_type")
+    if values["experts"] is not None:
+        values.update(_moe_layout(config, values))
     values = {key: value for key, value in values.items() if value is not None}
-    values["gated_mlp"] = config.get("model_type") in _GATED_MODEL_TYPES
-    values["tied_embeddings"] = bool(config.get("tie_word_embeddings", config.get("model_type") == "bert"))
-    values["parameters"] = safetensors_parameter_count(model_dir)
-    return ModelArchitecture.model_validate(values)
+    values["gated_mlp"] = model_type in _GATED_MODEL_TYPES
+    values["tied_embeddings"] = bool(config.get("tie_word_embeddings", model_type in _TIED_BY_DEFAULT))
+    values["parameters"] = parameters
+    try:
+        return ModelArchitecture.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in first["loc"]) or "shape"
+        raise PlanError(f"{where}: {field}: {first['msg']}", "set model.architecture in the spec") from None
+
+
+def _moe_layout(config: dict, values: dict) -> dict:
+    """Expert widths, shared experts and dense layers, spelled differently by each MoE family's config."""
+    layers = values["layers"]
+    if "intermediate_size_mlp" in config:
+        # Llama-4: intermediate_size is the routed (and the one shared) expert's width, intermediate_size_mlp the
+        # dense layers'; every interleave_moe_layer_step-th layer is MoE (transformers Llama4TextConfig).
+        step = config.get("interleave_moe_layer_step") or 1
+        return {
+            "expert_intermediate_size": config["intermediate_size"],
+            "intermediate_size": config["intermediate_size_mlp"],
+            "shared_expert_intermediate_size": config["intermediate_size"],
+            "dense_layers": layers - layers // step,
+        }
+    shared = (config.get("n_shared_experts") or 0) * (config.get("moe_intermediate_size") or 0)  # DeepSeek
+    shared = shared or config.get("shared_expert_intermediate_size") or 0  # Qwen2-MoE
+    dense = config.get("first_k_dense_replace") or 0  # DeepSeek
+    if config.get("decoder_sparse_step") or config.get("mlp_only_layers"):  # Qwen2/3-MoE
+        step = config.get("decoder_sparse_step") or 1
+        only_mlp = set(config.get("mlp_only_layers") or ())
+        dense = sum(1 for i in range(layers) if i in only_mlp or (i + 1) % step)
+    return {"shared_expert_intermediate_size": shared, "dense_layers": dense}
 
 
 def safetensors_parameter_count(model_dir: Path) -> int | None:
@@ -82,16 +154,54 @@ def safetensors_parameter_count(model_dir: Path) -> int | None:
     return total or None
 
 
-def parameter_count(arch: ModelArchitecture) -> int:
-    if arch.parameters:
-        return arch.parameters
-    d = arch.hidden_size
-    kv_fraction = (arch.kv_heads or arch.attention_heads) / arch.attention_heads
-    attention = d * d * (2 + 2 * kv_fraction)  # q and o full width; k and v scaled by KV heads
-    intermediate = arch.intermediate_size or 4 * d
-    mlp = (3 if arch.gated_mlp else 2) * d * intermediate
+@dataclass(frozen=True)
+class ParameterCounts:
+    """Parameters by where they live; MoE layers keep every expert resident, a token uses only some of them."""
+
+    attention: int  # q, k, v, o of every layer
+    mlp: int  # dense MLPs, every routed expert, shared experts and routers
+    active_mlp: int  # what one token runs through: dense MLPs, shared experts, its routed experts, routers
+    embeddings: int  # input embeddings, plus the output head unless tied
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.mlp + self.embeddings
+
+    @property
+    def active(self) -> int:
+        return self.attention + self.active_mlp + self.embeddings
+
+
+def parameter_counts(arch: ModelArchitecture) -> ParameterCounts:
+    """Counted from the shape (biases and norms left out: well under 0.1% for these models)."""
+    d, head_dim = arch.hidden_size, arch.attention_head_dim
+    attention = d * head_dim * (2 * arch.attention_heads + 2 * arch.key_value_heads)  # q and o; k and v
+    matrices = 3 if arch.gated_mlp else 2
+    dense_width = arch.intermediate_size or 4 * d
+    if arch.experts is None:
+        mlp = active_mlp = arch.layers * matrices * d * dense_width
+    else:
+        expert_width = arch.expert_intermediate_size or dense_width
+        moe_layers = arch.layers - arch.dense_layers
+        router = d * arch.experts
+        shared = matrices * d * arch.shared_expert_intermediate_size
+        dense = arch.dense_layers * matrices * d * dense_width
+        mlp = dense + moe_layers * (arch.experts * matrices * d * expert_width + shared + router)
+        active_experts = arch.experts_per_token or arch.experts
+        active_mlp = dense + moe_layers * (active_experts * matrices * d * expert_width + shared + router)
     embeddings = arch.vocab_size * d * (1 if arch.tied_embeddings else 2)
-    return int(arch.layers * (attention + mlp) + embeddings)
+    return ParameterCounts(arch.layers * attention, mlp, active_mlp, embeddings)
+
+
+def parameter_count(arch: ModelArchitecture) -> int:
+    """All parameters (every expert): the exact count when known, else counted from the shape."""
+    return arch.parameters or parameter_counts(arch).total
+
+
+def active_parameter_count(arch: ModelArchitecture) -> int:
+    """Parameters one token runs through (dense models: all of them)."""
+    counts = parameter_counts(arch)
+    return parameter_count(arch) - (counts.mlp - counts.active_mlp)
 
 
 @dataclass
@@ -108,6 +218,9 @@ class MemoryEstimate:
     padded_heads: int
     effective_kv_heads: int
     notes: list[str] = field(default_factory=list)
+    padding_overhead_gib: float = 0.0  # weights + KV cache the padded and replicated heads add, all cores
+    padding_compute_fraction: float = 0.0  # extra FLOPs per generated token from those heads
+    activations_gib: float = 0.0  # training: activations kept for the backward pass, per core
 
     @property
     def fits(self) -> bool:
@@ -117,50 +230,90 @@ class MemoryEstimate:
         return asdict(self) | {"fits": self.fits}
 
 
-def head_layout(arch: ModelArchitecture, tp: int) -> tuple[int, int]:
-    """(attention heads after padding to a multiple of TP, KV heads after replication so each core has one)."""
-    padded = math.ceil(arch.attention_heads / tp) * tp
-    kv = arch.kv_heads or arch.attention_heads
-    effective_kv = kv if kv >= tp else kv * math.ceil(tp / kv)
-    return padded, effective_kv
+def head_layout(arch: ModelArchitecture, tp: int, backend: str = "nxdi") -> tuple[int, int]:
+    """(Q heads, K/V heads) as ``backend`` shards them over ``tp`` ranks.
+
+    NxD Inference (modules/attention/gqa.py ``get_shardable_head_counts``): Q heads are padded by
+    ``get_number_of_extra_heads`` to a multiple of TP; MHA models pad K/V alike; GQA models whose K/V heads
+    are fewer than TP or not a multiple of it replicate them to TP when TP is a multiple of them
+    (REPLICATE_TO_TP_DEGREE) and otherwise become MHA with K/V = padded Q (``determine_sharding_strategy``
+    falls back to CONVERT_TO_MHA).
+    """
+    heads, kv = arch.attention_heads, arch.key_value_heads
+    rules = catalog.sharding_rules(backend)
+    padded = math.ceil(heads / tp) * tp if rules.pads_attention_heads else heads
+    if not rules.replicates_kv_heads:
+        return padded, kv
+    if kv == heads:
+        return padded, padded
+    if kv < tp or kv % tp:
+        return padded, (tp if tp % kv == 0 else padded)
+    return padded, kv
+
+
+def _attention_flops_per_token(arch: ModelArchitecture, params: int, q_heads: int, context: int) -> float:
+    """Decode FLOPs per token: 2 per weight a token passes, plus QK^T and AV over the context (4·ctx·head_dim a head)."""
+    return 2 * params + 4 * arch.layers * context * arch.attention_head_dim * q_heads
 
 
 def inference_memory(
-    arch: ModelArchitecture, hbm_per_core_gib: float, tp: int, batch: int, sequence: int, dtype: str
+    arch: ModelArchitecture,
+    hbm_per_core_gib: float,
+    tp: int,
+    batch: int,
+    sequence: int,
+    dtype: str,
+    *,
+    backend: str = "nxdi",
+    quantization: str = "none",
 ) -> MemoryEstimate:
     bytes_per = DTYPE_BYTES[dtype]
+    counts = parameter_counts(arch)
     params = parameter_count(arch)
-    padded, effective_kv = head_layout(arch, tp)
-    head_dim = arch.hidden_size // arch.attention_heads
-    attention_weights = arch.layers * 2 * arch.hidden_size * arch.hidden_size  # q + o, grow with padding
-    weights = (params + attention_weights * (padded - arch.attention_heads) / arch.attention_heads) * bytes_per
-    kv_cache = batch * arch.layers * sequence * 2 * effective_kv * head_dim * bytes_per
+    heads, kv = arch.attention_heads, arch.key_value_heads
+    padded, effective_kv = head_layout(arch, tp, backend)
+    head_dim = arch.attention_head_dim
+    # q and o grow by the padded heads, k and v by the replicated ones (zero or copied weights, still in HBM).
+    extra_params = arch.layers * arch.hidden_size * head_dim * 2 * ((padded - heads) + (effective_kv - kv))
+    if quantization == "none":
+        weights = (params + extra_params) * bytes_per
+    else:  # linear layers in 1 byte; embeddings and the output head stay in dtype
+        linear = params - counts.embeddings + extra_params
+        weights = linear * QUANTIZED_WEIGHT_BYTES + counts.embeddings * bytes_per
+    kv_bytes_per_head = batch * arch.layers * sequence * 2 * head_dim * bytes_per
+    kv_cache = kv_bytes_per_head * effective_kv
+    linear_bytes = QUANTIZED_WEIGHT_BYTES if quantization != "none" else bytes_per
+    padding_bytes = extra_params * linear_bytes + kv_bytes_per_head * (effective_kv - kv)
+    active = active_parameter_count(arch)
+    compute = _attention_flops_per_token(arch, active + extra_params, padded, sequence)
+    padding_compute = compute / _attention_flops_per_token(arch, active, heads, sequence) - 1
     notes = []
-    if padded != arch.attention_heads:
-        notes.append(f"{arch.attention_heads} attention heads padded to {padded} for TP={tp}")
-    if effective_kv != (arch.kv_heads or arch.attention_heads):
-        notes.append(f"{arch.kv_heads} KV heads replicated to {effective_kv} for TP={tp}")
+    if padded != heads:
+        notes.append(
+            f"{heads} attention heads padded to {padded} for TP={tp} ({backend} pads Q heads to a multiple of TP)"
+        )
+    if effective_kv != kv:
+        notes.append(f"{kv} KV heads replicated to {effective_kv} for TP={tp}")
+    if padding_bytes:
+        notes.append(
+            f"padding and replication cost {padding_bytes / GIB:.2f} GiB over all cores and "
+            f"{padding_compute:.1%} more compute per token"
+        )
     headroom = hbm_per_core_gib * RUNTIME_HEADROOM_FRACTION
     per_core = (weights + kv_cache) / tp / GIB + headroom
     return MemoryEstimate(
-        tp, weights / GIB, kv_cache / GIB, 0.0, headroom, per_core, hbm_per_core_gib, padded, effective_kv, notes
-    )
-
-
-def training_memory(
-    arch: ModelArchitecture, hbm_per_core_gib: float, tp: int, pp: int, dp: int, zero1: bool, precision: str
-) -> MemoryEstimate:
-    weight_bytes, grad_bytes, optimizer_bytes = TRAINING_STATE_BYTES[precision]
-    shard = parameter_count(arch) / (tp * pp)
-    optimizer = shard * optimizer_bytes / (dp if zero1 else 1)
-    weights = shard * weight_bytes
-    state = shard * grad_bytes + optimizer
-    headroom = hbm_per_core_gib * RUNTIME_HEADROOM_FRACTION
-    per_core = (weights + state) / GIB + headroom
-    padded, effective_kv = head_layout(arch, tp)
-    notes = ["activations not counted: enable gradient checkpointing if the first steps run out of memory"]
-    return MemoryEstimate(
-        tp, weights * tp * pp / GIB, 0.0, state / GIB, headroom, per_core, hbm_per_core_gib, padded, effective_kv, notes
+        tp,
+        weights / GIB,
+        kv_cache / GIB,
+        0.0,
+        headroom,
+        per_core,
+        hbm_per_core_gib,
+        padded,
+        effective_kv,
+        notes,
+        padding_overhead_gib=padding_bytes / GIB,
+        padding_compute_fraction=padding_compute,
     )
 
 
@@ -174,10 +327,20 @@ class SizingOption:
     hourly_usd: float | None
     price_confirmed: bool
     notes: list[str]
+    padded_heads: int = 0
+    kv_heads: int = 0
+    padding_overhead_gib: float = 0.0
+    padding_compute_pct: float = 0.0
 
 
 def size_options(
-    arch: ModelArchitecture, batch: int, sequence: int, dtype: str, backend: str = "nxdi", region: str | None = None
+    arch: ModelArchitecture,
+    batch: int,
+    sequence: int,
+    dtype: str,
+    backend: str = "nxdi",
+    region: str | None = None,
+    quantization: str = "none",
 ) -> list[SizingOption]:
     """Every (instance, TP) that fits, cheapest per hour first, then smallest TP."""
     options = []
@@ -185,9 +348,9 @@ def size_options(
         if instance.compile_target is None or (region and region not in instance.regions):
             continue
         for tp in catalog.legal_tp_degrees(instance, backend):
-            if backend == "nxdi" and arch.attention_heads % tp:
-                continue
-            estimate = inference_memory(arch, instance.hbm_per_core_gib, tp, batch, sequence, dtype)
+            estimate = inference_memory(
+                arch, instance.hbm_per_core_gib, tp, batch, sequence, dtype, backend=backend, quantization=quantization
+            )
             if estimate.fits:
                 options.append(
                     SizingOption(
@@ -199,6 +362,10 @@ def size_options(
                         instance.price_usd_per_hour,
                         instance.price_confirmed,
                         estimate.notes,
+                        estimate.padded_heads,
+                        estimate.effective_kv_heads,
+                        round(estimate.padding_overhead_gib, 2),
+                        round(100 * estimate.padding_compute_fraction, 1),
                     )
                 )
     return sorted(options, key=lambda o: (o.hourly_usd if o.hourly_usd is not None else math.inf, o.tensor_parallel))

@@ -35,10 +35,52 @@ class ModelArchitecture(StrictModel):
             le=1024,
         ),
     ] = None
+    head_dim: Annotated[
+        int | None,
+        Field(
+            description="Width of one attention head when the config gives it (Gemma, Qwen3, Mistral-Nemo, Llama-4); "
+            "sizes q/k/v/o and the KV cache. Empty: hidden_size / attention_heads.",
+            ge=1,
+            le=4096,
+        ),
+    ] = None
     vocab_size: Annotated[int, Field(description="Vocabulary size.", ge=1, le=10_000_000)] = 32000
     intermediate_size: Annotated[
-        int | None, Field(description="MLP width; empty: 4 × hidden_size.", ge=1, le=1_000_000)
+        int | None, Field(description="Dense MLP width; empty: 4 × hidden_size.", ge=1, le=1_000_000)
     ] = None
+    experts: Annotated[
+        int | None,
+        Field(
+            description="Routed experts per MoE layer (num_local_experts, num_experts, n_routed_experts); all of "
+            "them are resident in device memory. Empty: a dense model.",
+            ge=1,
+            le=4096,
+        ),
+    ] = None
+    experts_per_token: Annotated[
+        int | None,
+        Field(description="Routed experts each token uses (num_experts_per_tok); decides the active parameters.", ge=1),
+    ] = None
+    expert_intermediate_size: Annotated[
+        int | None,
+        Field(description="MLP width of one routed expert (moe_intermediate_size); empty: intermediate_size.", ge=1),
+    ] = None
+    shared_expert_intermediate_size: Annotated[
+        int,
+        Field(
+            description="Total MLP width of the always-active shared experts of an MoE layer (DeepSeek "
+            "n_shared_experts × moe_intermediate_size, Qwen2-MoE shared_expert_intermediate_size, Llama-4 one expert); 0: none.",
+            ge=0,
+        ),
+    ] = 0
+    dense_layers: Annotated[
+        int,
+        Field(
+            description="Layers of an MoE model with a dense MLP (intermediate_size) instead of experts "
+            "(DeepSeek first_k_dense_replace, Llama-4 interleave_moe_layer_step).",
+            ge=0,
+        ),
+    ] = 0
     parameters: Annotated[
         int | None,
         Field(description="Total parameter count, when known exactly; otherwise estimated from the shape.", ge=1),
@@ -52,16 +94,33 @@ class ModelArchitecture(StrictModel):
 
     @model_validator(mode="after")
     def _heads(self) -> ModelArchitecture:
-        if self.hidden_size % self.attention_heads:
+        if self.head_dim is None and self.hidden_size % self.attention_heads:
             raise FieldIssue(
                 "attention_heads",
-                f"hidden_size {self.hidden_size} is not divisible by attention_heads {self.attention_heads}",
+                f"hidden_size {self.hidden_size} is not divisible by attention_heads {self.attention_heads}; "
+                "give head_dim if the model sets it",
             )
         if self.kv_heads is not None and self.attention_heads % self.kv_heads:
             raise FieldIssue(
                 "kv_heads", f"attention_heads {self.attention_heads} is not a multiple of kv_heads {self.kv_heads}"
             )
+        if self.experts is None and (self.experts_per_token or self.expert_intermediate_size or self.dense_layers):
+            raise FieldIssue("experts", "experts_per_token, expert_intermediate_size and dense_layers need experts")
+        if self.experts is not None and (self.experts_per_token or 0) > self.experts:
+            raise FieldIssue(
+                "experts_per_token", f"experts_per_token {self.experts_per_token} is above experts {self.experts}"
+            )
+        if self.dense_layers > self.layers:
+            raise FieldIssue("dense_layers", f"dense_layers {self.dense_layers} is above layers {self.layers}")
         return self
+
+    @property
+    def attention_head_dim(self) -> int:
+        return self.head_dim or self.hidden_size // self.attention_heads
+
+    @property
+    def key_value_heads(self) -> int:
+        return self.kv_heads or self.attention_heads
 
 
 class ModelSpec(StrictModel):
@@ -98,6 +157,14 @@ class ModelSpec(StrictModel):
         Literal["float32", "bfloat16", "float16", "fp8"],
         Field(description="Weight dtype on the device (sizes weights: 4, 2, 2 or 1 bytes per parameter)."),
     ] = "bfloat16"
+    quantization: Annotated[
+        Literal["none", "int8", "fp8"],
+        Field(
+            description="Weight-only quantization done by the serving runtime (NxD Inference quantized=True with "
+            "quantization_dtype int8 or f8e4m3; hf-vllm / hf-tgi containers only): linear-layer weights take 1 byte, "
+            "embeddings and the KV cache stay in dtype."
+        ),
+    ] = "none"
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
@@ -399,6 +466,12 @@ class InferenceSpec(SpecBase):
             raise FieldIssue(
                 "model.hf_model_id",
                 "model.hf_model_id is only for the hf-vllm / hf-tgi containers; give model.path for a model neurondeploy compiles",
+            )
+        if self.model.quantization != "none" and container == "neurondeploy":
+            raise FieldIssue(
+                "model.quantization",
+                "weight quantization is done by NxD Inference in the hf-vllm / hf-tgi containers; "
+                "torch_neuronx.trace artifacts keep dtype weights: remove model.quantization",
             )
         if self.task == "image-classification" and not self.compile.image_size:
             raise FieldIssue("compile", "task image-classification needs compile.image_size: [height, width]")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from neurondeploy import catalog
 from neurondeploy.archive import artifact_digest
 from neurondeploy.aws.errors import is_gone, is_transient
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
@@ -111,9 +112,37 @@ def job_summary(job: dict) -> dict:
         "training_time_s": training,
         "billable_time_s": billable,
         "spot_savings_pct": savings,
+        **run_cost(job),
         "model_artifacts": job.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
         "checkpoint_s3_uri": job.get("CheckpointConfig", {}).get("S3Uri"),
         "failure_reason": job.get("FailureReason"),
+    }
+
+
+def run_cost(job: dict) -> dict:
+    """What the job cost: billable seconds (SageMaker's, which already net out managed spot) × instances × the
+    catalogue's ml.* on-demand price; None where either is unknown."""
+    resources = job.get("ResourceConfig") or {}
+    billable, kind = job.get("BillableTimeInSeconds"), resources.get("InstanceType")
+    try:
+        instance = catalog.get_instance(kind) if kind else None
+    except NeurondeployError:
+        instance = None
+    hourly = (
+        catalog.price_per_hour(instance, resources.get("InstanceCount") or 1, platform="sagemaker")
+        if instance
+        else None
+    )
+    if hourly is None or billable is None:
+        return {
+            "cost_usd": None,
+            "price_usd_per_hour": hourly,
+            "price_source": instance.sagemaker_price_source if instance else None,
+        }
+    return {
+        "cost_usd": round(billable / 3600 * hourly, 2),
+        "price_usd_per_hour": hourly,
+        "price_source": instance.sagemaker_price_source,
     }
 
 
@@ -298,6 +327,11 @@ def outcome_lines(job: dict) -> list[str]:
             else ""
         )
         lines.append(f"training time {summary['training_time_s']} s{billable}{savings}")
+    if summary["cost_usd"] is not None:
+        lines.append(
+            f"cost about ${summary['cost_usd']:,.2f} (billable time at ${summary['price_usd_per_hour']:,.2f}/hour; "
+            f"price: {summary['price_source']})"
+        )
     if status == "Failed":
         lines.append(f"failure reason: {summary['failure_reason'] or 'none given'}")
     if summary["model_artifacts"] and status == "Completed":

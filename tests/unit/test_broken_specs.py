@@ -183,10 +183,10 @@ CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
     ),
     ("tag with forbidden characters", INFERENCE + "tags: {team: 'a;b'}\n", "tags", 10),
     (
-        "heads not divisible by TP under NxDI",
-        LLM.replace("tensor_parallel: 8", "tensor_parallel: 24"),
-        "not divisible by TP=24",
-        19,
+        "weight quantization with our traced server",
+        INFERENCE.replace('  factory: "my_models:build"', '  factory: "my_models:build"\n  quantization: int8'),
+        "model.quantization",
+        7,
     ),
     (
         "LLM KV cache does not fit",
@@ -255,6 +255,14 @@ CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
         "does not fit",
         7,
     ),
+    (
+        "training activations do not fit",
+        TRAINING + "architecture: {layers: 32, hidden_size: 4096, attention_heads: 32, kv_heads: 8, vocab_size: 128256,"
+        " intermediate_size: 14336, gated_mlp: true}\n"
+        + "hyperparameters: {global_batch_size: 1024, sequence_length: 4096}\n",
+        "activations (128 × 4096 tokens per micro-batch",
+        7,
+    ),
 ]
 
 
@@ -263,6 +271,17 @@ def test_the_bases_the_corpus_breaks_are_valid(tmp_path, capsys, text):
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)
     assert main(["validate", str(spec)]) == 0, capsys.readouterr().err
+
+
+def test_heads_not_divisible_by_tp_are_padded_with_a_warning_not_refused(tmp_path, capsys):
+    # optimum-neuron benchmarks Llama-3.3-70B (64 heads) at TP 24 on inf2.48xlarge: NxD Inference pads the heads.
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(LLM.replace("tensor_parallel: 8", "tensor_parallel: 24"))
+    assert main(["validate", str(spec)]) == 0
+    captured = capsys.readouterr()
+    warnings = [row for row in (captured.out + captured.err).splitlines() if row.startswith("warning:")]
+    assert any("32 attention heads padded to 48 for TP=24" in row and f"{spec}:19:" in row for row in warnings)
+    assert any("more compute per token" in row for row in warnings), warnings
 
 
 def test_corpus_is_large_enough():

@@ -7,12 +7,14 @@ import re
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
 from neurondeploy import catalog
 from neurondeploy.catalog import _data, image_accounts_source
 from neurondeploy.errors import CatalogError
+from neurondeploy.specs import load_spec
 
 ALL = catalog.instance_types()
 SUPPORTED = [it for it in ALL.values() if it.compile_target is not None]
@@ -108,6 +110,35 @@ def test_prices_are_positive_and_marked_third_party():
         assert it.ri_effective_usd_per_hour is None or 0 < it.ri_effective_usd_per_hour < it.price_usd_per_hour
     assert catalog.get_instance("inf2.xlarge").price_usd_per_hour == 0.7582
     assert catalog.get_instance("trn2.48xlarge").price_region == "us-east-2"
+
+
+def test_every_sagemaker_type_a_template_uses_has_an_ml_price_with_its_source():
+    templates = sorted((Path(__file__).parents[2] / "templates").glob("*.yaml"))
+    used = {load_spec(path).spec.instance_type for path in templates if load_spec(path).spec.platform == "sagemaker"}
+    assert {"inf2.xlarge", "inf2.8xlarge", "trn1.2xlarge", "trn1.32xlarge"} <= used
+    for name in used:
+        it = catalog.get_instance(name)
+        assert it.sagemaker_price_usd_per_hour is not None and it.sagemaker_price_source, name
+
+
+def test_ml_prices_are_above_ec2_third_party_or_derived_and_say_so():
+    trn1 = catalog.get_instance("trn1.32xlarge")
+    family_ratio = trn1.sagemaker_price_usd_per_hour / trn1.price_usd_per_hour  # [FMBENCH] 28.497 / [VANTAGE] 21.50
+    for it in ALL.values():
+        if it.sagemaker_price_usd_per_hour is None:
+            assert not it.sagemaker_price_source and it.family in ("trn2", "inf1"), it.name
+            continue
+        assert it.sagemaker_endpoint or it.sagemaker_training, it.name
+        assert it.sagemaker_price_usd_per_hour > it.price_usd_per_hour, it.name  # SageMaker bills above EC2
+        assert not it.sagemaker_price_confirmed, it.name  # third-party or derived, never an AWS price list
+        if it.sagemaker_price_derived:
+            assert it.sagemaker_price_source.startswith("DERIVED") and it.family in ("trn1", "trn1n")
+            assert it.sagemaker_price_usd_per_hour == pytest.approx(it.price_usd_per_hour * family_ratio, abs=0.001)
+        else:
+            assert "[FMBENCH]" in it.sagemaker_price_source and "third-party" in it.sagemaker_price_source
+    assert catalog.get_instance("inf2.xlarge").sagemaker_price_usd_per_hour == 0.99
+    assert catalog.price_per_hour(trn1, 2, platform="sagemaker") == pytest.approx(2 * 28.497)
+    assert catalog.price_per_hour(trn1, platform="sagemaker", region="eu-west-1") is None  # us-east-1 figures only
 
 
 def test_price_per_hour_scales_with_count_and_region():
@@ -415,3 +446,15 @@ def test_import_is_cheap():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_runtime_has_sharding_rules_with_a_source():
+    for backend in catalog.tp_backends():
+        rules = catalog.sharding_rules(backend)
+        assert rules.source.strip(), backend
+        assert set(rules.weight_quantization) <= {"int8", "fp8"}, backend
+    assert catalog.sharding_rules("nxdi").pads_attention_heads and catalog.sharding_rules("nxdi").confirmed
+    assert not catalog.sharding_rules("trace").pads_attention_heads  # one unsharded model per core
+    with pytest.raises(CatalogError, match="unknown tensor-parallel backend") as refused:
+        catalog.sharding_rules("nxd")
+    assert "nxdi" in refused.value.hint

@@ -57,6 +57,24 @@ def test_spot_savings_only_for_spot_jobs_with_both_times():
     assert jobs.job_summary(_job(EnableManagedSpotTraining=True))["spot_savings_pct"] is None
 
 
+def test_run_cost_is_billable_time_at_the_catalogued_ml_price():
+    job = _job(
+        TrainingTimeInSeconds=7200,
+        BillableTimeInSeconds=1800,
+        EnableManagedSpotTraining=True,
+        ResourceConfig={"InstanceType": "ml.trn1.32xlarge", "InstanceCount": 2},
+    )
+    summary = jobs.job_summary(job)
+    assert summary["price_usd_per_hour"] == pytest.approx(2 * 28.497)
+    assert summary["cost_usd"] == pytest.approx(0.5 * 2 * 28.497, abs=0.01)
+    assert "FMBENCH" in summary["price_source"]
+    assert any(line.startswith("cost about $28.50") for line in jobs.outcome_lines(job))
+    # no price for the type (trn2 has no ml.* figure) or no billable time yet: no cost, no guess
+    trn2 = {**job, "ResourceConfig": {"InstanceType": "ml.trn2.48xlarge", "InstanceCount": 1}}
+    assert jobs.job_summary(trn2)["cost_usd"] is None
+    assert jobs.job_summary(_job(ResourceConfig=job["ResourceConfig"]))["cost_usd"] is None
+
+
 def test_exit_codes_are_distinct_from_the_cli_s_other_codes():
     assert [jobs.exit_code_of(s) for s in ("Completed", "Failed", "Stopped")] == [
         0,

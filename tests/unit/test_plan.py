@@ -13,6 +13,7 @@ import pytest
 
 from neurondeploy.engine.saved_plans import load_saved_plan, save_plan
 from neurondeploy.errors import PlanError
+from neurondeploy.planner.cost import plan_cost
 from neurondeploy.planner.plan import PlanRefused, build_plan
 from neurondeploy.resources.refs import find_refs
 from neurondeploy.resources.tags import EXECUTOR_REFS
@@ -100,7 +101,7 @@ def test_saved_plan_is_refused_once_the_spec_changes(tmp_path):
 
 def test_a_training_plan_prices_a_whole_run_up_to_max_runtime():
     plan = build_plan(load_spec(TEMPLATES[0].parent / "llama-pretrain-trn1-multinode.yaml"))
-    assert plan.cost.hourly_usd == pytest.approx(43.0, rel=0.01)  # 2 × trn1.32xlarge
+    assert plan.cost.hourly_usd == pytest.approx(2 * 28.497)  # 2 × ml.trn1.32xlarge, the SageMaker price
     assert plan.cost.run_ceiling_usd == pytest.approx(plan.cost.hourly_usd * 86400 / 3600, abs=0.01)
     endpoint = build_plan(load_spec(TEMPLATES[0].parent / "minilm-sagemaker.yaml"))
     assert endpoint.cost.run_ceiling_usd is None  # an endpoint has no end
@@ -132,3 +133,22 @@ def test_apply_with_a_saved_plan_refuses_a_stale_or_foreign_one_before_any_aws_c
     assert result.returncode == 3 and "is stale" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     result = cli("apply", str(spec), "--plan", str(tmp_path / "missing.json"))
     assert result.returncode == 3 and "no such plan" in result.stderr
+
+
+def test_a_sagemaker_plan_costs_the_ml_price_and_an_ec2_plan_the_ec2_price():
+    by_name = {path.name: build_plan(load_spec(path)).cost for path in TEMPLATES}
+    endpoint = by_name["minilm-sagemaker.yaml"]
+    assert endpoint.items[0].what.startswith("1 × ml.inf2.xlarge") and endpoint.items[0].hourly_usd == 0.99
+    assert not any("lower bound" in note for note in endpoint.notes)
+    job = by_name["llama-pretrain-trn1-multinode.yaml"]
+    assert job.items[0].hourly_usd == pytest.approx(2 * 28.497)
+    assert job.run_ceiling_usd == pytest.approx(2 * 28.497 * 24, abs=0.01)  # max_runtime_s 86400
+    ec2 = by_name["minilm-ec2-alb.yaml"]
+    assert ec2.items[0].what.startswith("2 × inf2.xlarge on-demand (EC2") and ec2.items[0].hourly_usd == 2 * 0.7582
+
+
+def test_a_sagemaker_type_without_an_ml_price_falls_back_to_ec2_and_says_it_is_a_lower_bound():
+    text = (TEMPLATES[0].parent / "tiny-lm-train-local.yaml").read_text().replace("ml.trn1.2xlarge", "ml.trn2.48xlarge")
+    cost = plan_cost(parse_spec(text), [])  # the cost alone: the checks refuse training on trn2
+    assert cost.items[0].hourly_usd == 35.76 and "EC2" in cost.items[0].what
+    assert any("lower bound" in note for note in cost.notes)

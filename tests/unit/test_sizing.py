@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from neurondeploy import catalog
-from neurondeploy.planner import sizing
+from neurondeploy.errors import PlanError
+from neurondeploy.planner import sizing, training_memory
 from neurondeploy.specs.inference import ModelArchitecture, ModelSpec
 
 LLAMA_8B = ModelArchitecture(
@@ -80,8 +81,8 @@ def test_fit_is_weights_plus_kv_over_tp_plus_headroom_against_hbm_per_core():
 
 
 def test_zero1_shards_optimizer_state_over_data_parallel_ranks():
-    plain = sizing.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=False, precision="bf16-autocast")
-    zero1 = sizing.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=True, precision="bf16-autocast")
+    plain = training_memory.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=False, precision="bf16-autocast")
+    zero1 = training_memory.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=True, precision="bf16-autocast")
     shard = sizing.parameter_count(LLAMA_8B) / 8
     assert plain.per_core_gib - zero1.per_core_gib == pytest.approx(shard * 8 * (1 - 1 / 8) / GIB)
     assert zero1.fits and not plain.fits
@@ -102,7 +103,10 @@ def test_size_options_are_all_fitting_and_cheapest_first():
     assert all(option.per_core_gib <= option.available_per_core_gib for option in options)
     assert (options[0].instance, options[0].tensor_parallel) == ("inf2.xlarge", 2)
     assert not any(option.instance == "inf2.xlarge" and option.tensor_parallel == 1 for option in options)
-    assert all(32 % option.tensor_parallel == 0 for option in options)  # heads divisible by TP under NxDI
+    # TP 24 is offered too: NxD Inference pads the 32 heads to 48 and replicates the 8 KV heads to 24.
+    tp24 = next(option for option in options if option.tensor_parallel == 24)
+    assert (tp24.padded_heads, tp24.kv_heads) == (48, 24) and tp24.padding_overhead_gib > 0
+    assert all(option.padding_overhead_gib == 0 for option in options if 8 % option.tensor_parallel == 0)
 
 
 def test_size_cli_json_lists_options(tmp_path):
@@ -148,3 +152,117 @@ def test_size_cli_refuses_a_shape_it_cannot_use():
     )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr and "not divisible" in result.stderr
+
+
+REFERENCE_MODEL = ModelArchitecture(
+    layers=6, hidden_size=256, attention_heads=8, vocab_size=256, intermediate_size=1024
+)
+
+
+def test_a_reference_layer_keeps_17_h_per_token_and_tp_splits_all_but_the_norm_and_matmul_inputs():
+    # templates/training/tiny_lm.py Block: two norm inputs, the QKV and MLP inputs (4h, replicated under TP),
+    # q, k, v, the attention kernel's output and the o-projection's copy of it (5h), GELU in and out (2 × 4h).
+    h = 256
+    assert training_memory.layer_activation_elements(REFERENCE_MODEL, 1, 256, False) == 17 * h
+    assert training_memory.layer_activation_elements(REFERENCE_MODEL, 4, 256, False) == 4 * h + 13 * h / 4
+    # Korthikanti et al.'s scores term (a·s per token: softmax output) when the kernel materialises them
+    with_scores = training_memory.layer_activation_elements(REFERENCE_MODEL, 1, 256, True)
+    assert with_scores - 17 * h == 8 * 256
+
+
+def test_checkpointing_keeps_one_input_per_layer_plus_one_layer():
+    load = training_memory.TrainingLoad(sequence_length=256, micro_batch=4)
+    tokens, h = 256 * 4, 256
+    loss = tokens * 256 * (4 + 8)
+    full = training_memory.activation_bytes(REFERENCE_MODEL, load, precision="fp32")
+    kept = training_memory.activation_bytes(REFERENCE_MODEL, load, precision="fp32", checkpointing=True)
+    assert full == 6 * 17 * h * tokens * 4 + loss
+    assert kept == 6 * h * tokens * 4 + 17 * h * tokens * 4 + loss
+    half = training_memory.activation_bytes(REFERENCE_MODEL, load, precision="bf16-autocast")
+    assert half == 6 * 17 * h * tokens * 2 + tokens * 256 * (2 + 8)
+
+
+def test_the_training_load_comes_from_the_hyperparameters():
+    assert training_memory.training_load({"global_batch_size": 1024}, 8, 1) is None  # no sequence length
+    split = training_memory.training_load({"global_batch_size": 1024, "sequence_length": 4096}, 8, 1)
+    assert (split.micro_batch, split.in_flight) == (128, 1)  # the reference script: global / DP, no accumulation
+    piped = training_memory.training_load({"global_batch_size": 64, "sequence_length": "512"}, 2, 4)
+    assert (piped.sequence_length, piped.micro_batch, piped.in_flight) == (512, 8, 4)  # GPipe: 4 in flight
+    explicit = training_memory.training_load(
+        {"global_batch_size": 1024, "sequence_length": 4096, "micro_batch_size": 1}, 8, 1
+    )
+    assert explicit.micro_batch == 1
+
+
+def test_the_llama_pretraining_template_fits_only_with_a_micro_batch():
+    arch = LLAMA_8B
+    one = training_memory.TrainingLoad(4096, 1)
+    fits = training_memory.training_memory(arch, 16, 8, 1, 8, True, "bf16-autocast", one, checkpointing=True)
+    assert fits.fits and 1 < fits.activations_gib < 3
+    whole = training_memory.TrainingLoad(4096, 128)
+    assert not training_memory.training_memory(arch, 16, 8, 1, 8, True, "bf16-autocast", whole, True).fits
+    plain = training_memory.training_memory(arch, 16, 8, 1, 8, True, "bf16-autocast", one, False)
+    assert plain.activations_gib > fits.activations_gib
+
+
+def _size_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "neurondeploy.cli", "size", *args], capture_output=True, text=True)
+
+
+LLAMA_70B_FLAGS = ("--layers", "80", "--hidden", "8192", "--heads", "64", "--kv-heads", "8", "--vocab", "128256")
+LLAMA_70B_FLAGS += ("--intermediate", "28672", "--gated-mlp", "--batch", "48", "--seq", "4096")
+
+
+def test_size_shows_the_padding_and_replication_overhead_as_a_column_and_in_json():
+    data = json.loads(_size_cli(*LLAMA_70B_FLAGS, "--json").stdout)
+    tp24 = next(o for o in data["options"] if (o["instance"], o["tensor_parallel"]) == ("inf2.48xlarge", 24))
+    assert (tp24["padded_heads"], tp24["kv_heads"]) == (72, 24)
+    assert tp24["padding_overhead_gib"] > 100 and tp24["padding_compute_pct"] > 0  # 16 replicated KV heads × bs 48
+    table = _size_cli(*LLAMA_70B_FLAGS).stdout
+    assert "heads Q/KV" in table and "72/24" in table and "(+6.2%)" in table
+
+
+def test_size_reports_moe_active_parameters_and_refuses_a_quantization_the_backend_cannot_load():
+    moe = ("--layers", "32", "--hidden", "4096", "--heads", "32", "--kv-heads", "8", "--intermediate", "14336")
+    moe += ("--gated-mlp", "--experts", "8", "--experts-per-token", "2", "--seq", "4096")
+    data = json.loads(_size_cli(*moe, "--json").stdout)
+    assert data["parameters"] == pytest.approx(46.7e9, rel=0.005)
+    assert data["active_parameters"] == pytest.approx(12.9e9, rel=0.01)
+    assert "active per token" in _size_cli(*moe).stdout
+    refused = _size_cli(*moe, "--backend", "trace", "--quantization", "int8")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "error: --quantization int8: trace does not load int8 weights (fix: leave --quantization out for this backend)"
+    ]
+
+
+@pytest.mark.parametrize("odd", [float("inf"), "abc", [1, 2], True, -3, 0, None])
+def test_an_odd_sequence_length_means_no_load_not_a_crash(odd):
+    assert training_memory.training_load({"sequence_length": odd, "global_batch_size": 8}, 2, 1) is None
+    load = training_memory.training_load({"sequence_length": 64, "global_batch_size": odd}, 2, 1)
+    assert load.micro_batch >= 1
+
+
+def test_a_config_the_shape_rules_refuse_is_a_plan_error_and_unused_moe_keys_are_ignored():
+    dense = {"hidden_size": 4096, "num_hidden_layers": 36, "num_attention_heads": 32, "num_experts_per_tok": 0}
+    assert sizing.architecture_from_config_values(dense).experts is None  # dense Qwen3 configs say 0
+    for bad in (
+        {"hidden_size": 100, "num_hidden_layers": 2, "num_attention_heads": 3},
+        {"hidden_size": "wide", "num_hidden_layers": 2, "num_attention_heads": 4},
+        {**dense, "num_local_experts": 2, "num_experts_per_tok": 4},
+    ):
+        with pytest.raises(PlanError, match="config.json: "):
+            sizing.architecture_from_config_values(bad)
+
+
+def test_the_fix_for_a_training_layout_is_the_first_change_that_makes_it_fit():
+    fix = training_memory.first_fix
+    load = training_memory.TrainingLoad(4096, 2)
+    # Llama-8B, TP 8, ZeRO-1 on, 2 × 4096 tokens: checkpointing alone is enough
+    assert fix(LLAMA_8B, 16, 8, 1, 8, True, "bf16-autocast", load, False) == "turn on gradient_checkpointing"
+    # ZeRO-1 off as well: both, in that order
+    both = fix(LLAMA_8B, 16, 8, 1, 8, False, "bf16-autocast", load, False)
+    assert both == "turn on gradient_checkpointing and turn on zero1"
+    # a 70B model on TP 2 fits with nothing but more model parallelism
+    big = LLAMA_8B.model_copy(update={"layers": 80, "hidden_size": 8192, "intermediate_size": 28672})
+    assert fix(big, 16, 2, 1, 16, False, "bf16-autocast", load, False).startswith("raise tensor_parallel")
