@@ -335,17 +335,10 @@ def check_training_fit(
     total = instance.neuron_cores * spec.instance_count
     dp = d.data_parallel or max(1, total // (d.tensor_parallel * d.pipeline_parallel))
     load = training_memory.training_load(spec.hyperparameters, dp, d.microbatches)
-    estimate = training_memory.training_memory(
-        arch,
-        instance.hbm_per_core_gib,
-        d.tensor_parallel,
-        d.pipeline_parallel,
-        dp,
-        d.zero1,
-        d.precision,
-        load,
-        d.gradient_checkpointing,
+    layout = training_memory.TrainingLayout(
+        d.tensor_parallel, d.pipeline_parallel, dp, d.zero1, d.precision, d.gradient_checkpointing
     )
+    estimate = training_memory.training_memory(arch, instance.hbm_per_core_gib, layout, load)
     for note in estimate.notes:
         yield warning("hyperparameters", note)
     if estimate.fits:
@@ -362,17 +355,7 @@ def check_training_fit(
         f"does not fit: needs {estimate.per_core_gib:.1f} GiB per NeuronCore: {state:.1f} GiB weights, gradients and "
         f"optimizer state (TP={d.tensor_parallel}, PP={d.pipeline_parallel}, ZeRO-1 {'on' if d.zero1 else 'off'}) + "
         f"{where} + {estimate.headroom_gib:.1f} GiB headroom; {instance.name} has {estimate.available_per_core_gib:g} GiB",
-        training_memory.first_fix(
-            arch,
-            instance.hbm_per_core_gib,
-            d.tensor_parallel,
-            d.pipeline_parallel,
-            dp,
-            d.zero1,
-            d.precision,
-            load,
-            d.gradient_checkpointing,
-        ),
+        training_memory.first_fix(arch, instance.hbm_per_core_gib, layout, load),
     )
 
 

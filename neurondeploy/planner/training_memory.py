@@ -36,7 +36,7 @@ script's default).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from neurondeploy.planner.sizing import GIB, RUNTIME_HEADROOM_FRACTION, MemoryEstimate, parameter_count
 from neurondeploy.specs.inference import ModelArchitecture
@@ -96,33 +96,44 @@ def activation_bytes(
     return kept + loss
 
 
+@dataclass(frozen=True)
+class TrainingLayout:
+    """How a training step is split and kept: parallel degrees, ZeRO-1, precision, gradient checkpointing."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    zero1: bool = False
+    precision: str = "fp32"
+    checkpointing: bool = False
+
+
 def training_memory(
-    arch: ModelArchitecture,
-    hbm_per_core_gib: float,
-    tp: int,
-    pp: int,
-    dp: int,
-    zero1: bool,
-    precision: str,
-    load: TrainingLoad | None = None,
-    checkpointing: bool = False,
+    arch: ModelArchitecture, hbm_per_core_gib: float, layout: TrainingLayout, load: TrainingLoad | None = None
 ) -> MemoryEstimate:
     """Weights, gradients, optimizer state and (with a load) activations per NeuronCore, with headroom."""
-    weight_bytes, grad_bytes, optimizer_bytes = TRAINING_STATE_BYTES[precision]
-    shard = parameter_count(arch) / (tp * pp)
+    weight_bytes, grad_bytes, optimizer_bytes = TRAINING_STATE_BYTES[layout.precision]
+    shard = parameter_count(arch) / (layout.tp * layout.pp)
     weights = shard * weight_bytes
-    state = shard * grad_bytes + shard * optimizer_bytes / (dp if zero1 else 1)
+    state = shard * grad_bytes + shard * optimizer_bytes / (layout.dp if layout.zero1 else 1)
     notes = []
     if load is None:
         activations = 0.0
         notes.append("activations not counted: give hyperparameters.sequence_length (and global_batch_size)")
     else:
-        activations = activation_bytes(arch, load, tp=tp, pp=pp, precision=precision, checkpointing=checkpointing)
+        activations = activation_bytes(
+            arch,
+            load,
+            tp=layout.tp,
+            pp=layout.pp,
+            precision=layout.precision,
+            checkpointing=layout.checkpointing,
+        )
     headroom = hbm_per_core_gib * RUNTIME_HEADROOM_FRACTION
     per_core = (weights + state + activations) / GIB + headroom
     return MemoryEstimate(
-        tp,
-        weights * tp * pp / GIB,
+        layout.tp,
+        weights * layout.tp * layout.pp / GIB,
         0.0,
         state / GIB,
         headroom,
@@ -136,32 +147,21 @@ def training_memory(
 
 
 def first_fix(
-    arch: ModelArchitecture,
-    hbm_per_core_gib: float,
-    tp: int,
-    pp: int,
-    dp: int,
-    zero1: bool,
-    precision: str,
-    load: TrainingLoad | None,
-    checkpointing: bool,
+    arch: ModelArchitecture, hbm_per_core_gib: float, layout: TrainingLayout, load: TrainingLoad | None
 ) -> str:
     """The changes, in the order a user would try them (each assuming the ones before), that make a layout fit."""
     trials = []
-    if load and not checkpointing:
-        trials.append(("turn on gradient_checkpointing", {"checkpointing": True}))
-    if not zero1 and dp > 1:
-        trials.append(("turn on zero1", {"zero1": True}))
+    if load and not layout.checkpointing:
+        trials.append(("turn on gradient_checkpointing", {"checkpointing": True}, load))
+    if not layout.zero1 and layout.dp > 1:
+        trials.append(("turn on zero1", {"zero1": True}, load))
     if load and load.micro_batch > 1:
         smaller = TrainingLoad(load.sequence_length, 1, load.in_flight)
-        trials.append(("set hyperparameters.micro_batch_size: 1 (gradient accumulation)", {"load": smaller}))
-    layout, applied = {"checkpointing": checkpointing, "zero1": zero1, "load": load}, []
-    for text, change in trials:
-        layout, applied = layout | change, [*applied, text]
-        trial = training_memory(
-            arch, hbm_per_core_gib, tp, pp, dp, layout["zero1"], precision, layout["load"], layout["checkpointing"]
-        )
-        if trial.fits:
+        trials.append(("set hyperparameters.micro_batch_size: 1 (gradient accumulation)", {}, smaller))
+    applied = []
+    for text, change, trial_load in trials:
+        layout, load, applied = replace(layout, **change), trial_load, [*applied, text]
+        if training_memory(arch, hbm_per_core_gib, layout, load).fits:
             return " and ".join(applied)
     return "raise tensor_parallel / pipeline_parallel" + (f" (after: {', '.join(applied)})" if applied else "")
 

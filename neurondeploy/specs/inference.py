@@ -59,11 +59,19 @@ class ModelArchitecture(StrictModel):
     ] = None
     experts_per_token: Annotated[
         int | None,
-        Field(description="Routed experts each token uses (num_experts_per_tok); decides the active parameters.", ge=1),
+        Field(
+            description="Routed experts each token uses (num_experts_per_tok); decides the active parameters.",
+            ge=1,
+            le=4096,
+        ),
     ] = None
     expert_intermediate_size: Annotated[
         int | None,
-        Field(description="MLP width of one routed expert (moe_intermediate_size); empty: intermediate_size.", ge=1),
+        Field(
+            description="MLP width of one routed expert (moe_intermediate_size); empty: intermediate_size.",
+            ge=1,
+            le=1_000_000,
+        ),
     ] = None
     shared_expert_intermediate_size: Annotated[
         int,
@@ -71,6 +79,7 @@ class ModelArchitecture(StrictModel):
             description="Total MLP width of the always-active shared experts of an MoE layer (DeepSeek "
             "n_shared_experts × moe_intermediate_size, Qwen2-MoE shared_expert_intermediate_size, Llama-4 one expert); 0: none.",
             ge=0,
+            le=10_000_000,
         ),
     ] = 0
     dense_layers: Annotated[
@@ -79,6 +88,7 @@ class ModelArchitecture(StrictModel):
             description="Layers of an MoE model with a dense MLP (intermediate_size) instead of experts "
             "(DeepSeek first_k_dense_replace, Llama-4 interleave_moe_layer_step).",
             ge=0,
+            le=1024,
         ),
     ] = 0
     parameters: Annotated[

@@ -183,6 +183,15 @@ CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
     ),
     ("tag with forbidden characters", INFERENCE + "tags: {team: 'a;b'}\n", "tags", 10),
     (
+        "Mixtral-8x7B (all 8 experts resident) on 32 GB",
+        LLM.replace("inf2.48xlarge", "inf2.8xlarge")
+        .replace("tensor_parallel: 8", "tensor_parallel: 2")
+        .replace("    gated_mlp: true", "    gated_mlp: true\n    experts: 8\n    experts_per_token: 2")
+        .replace("vocab_size: 128256", "vocab_size: 32000"),
+        "does not fit: needs 45",
+        19,
+    ),
+    (
         "weight quantization with our traced server",
         INFERENCE.replace('  factory: "my_models:build"', '  factory: "my_models:build"\n  quantization: int8'),
         "model.quantization",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -81,8 +82,9 @@ def test_fit_is_weights_plus_kv_over_tp_plus_headroom_against_hbm_per_core():
 
 
 def test_zero1_shards_optimizer_state_over_data_parallel_ranks():
-    plain = training_memory.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=False, precision="bf16-autocast")
-    zero1 = training_memory.training_memory(LLAMA_8B, 16, 8, 1, 8, zero1=True, precision="bf16-autocast")
+    layout = training_memory.TrainingLayout(tp=8, dp=8, precision="bf16-autocast")
+    plain = training_memory.training_memory(LLAMA_8B, 16, layout)
+    zero1 = training_memory.training_memory(LLAMA_8B, 16, replace(layout, zero1=True))
     shard = sizing.parameter_count(LLAMA_8B) / 8
     assert plain.per_core_gib - zero1.per_core_gib == pytest.approx(shard * 8 * (1 - 1 / 8) / GIB)
     assert zero1.fits and not plain.fits
@@ -197,11 +199,12 @@ def test_the_training_load_comes_from_the_hyperparameters():
 def test_the_llama_pretraining_template_fits_only_with_a_micro_batch():
     arch = LLAMA_8B
     one = training_memory.TrainingLoad(4096, 1)
-    fits = training_memory.training_memory(arch, 16, 8, 1, 8, True, "bf16-autocast", one, checkpointing=True)
+    template = training_memory.TrainingLayout(8, 1, 8, zero1=True, precision="bf16-autocast", checkpointing=True)
+    fits = training_memory.training_memory(arch, 16, template, one)
     assert fits.fits and 1 < fits.activations_gib < 3
     whole = training_memory.TrainingLoad(4096, 128)
-    assert not training_memory.training_memory(arch, 16, 8, 1, 8, True, "bf16-autocast", whole, True).fits
-    plain = training_memory.training_memory(arch, 16, 8, 1, 8, True, "bf16-autocast", one, False)
+    assert not training_memory.training_memory(arch, 16, template, whole).fits
+    plain = training_memory.training_memory(arch, 16, replace(template, checkpointing=False), one)
     assert plain.activations_gib > fits.activations_gib
 
 
@@ -258,11 +261,12 @@ def test_a_config_the_shape_rules_refuse_is_a_plan_error_and_unused_moe_keys_are
 def test_the_fix_for_a_training_layout_is_the_first_change_that_makes_it_fit():
     fix = training_memory.first_fix
     load = training_memory.TrainingLoad(4096, 2)
+    layout = training_memory.TrainingLayout(tp=8, dp=8, zero1=True, precision="bf16-autocast")
     # Llama-8B, TP 8, ZeRO-1 on, 2 × 4096 tokens: checkpointing alone is enough
-    assert fix(LLAMA_8B, 16, 8, 1, 8, True, "bf16-autocast", load, False) == "turn on gradient_checkpointing"
+    assert fix(LLAMA_8B, 16, layout, load) == "turn on gradient_checkpointing"
     # ZeRO-1 off as well: both, in that order
-    both = fix(LLAMA_8B, 16, 8, 1, 8, False, "bf16-autocast", load, False)
+    both = fix(LLAMA_8B, 16, replace(layout, zero1=False), load)
     assert both == "turn on gradient_checkpointing and turn on zero1"
     # a 70B model on TP 2 fits with nothing but more model parallelism
     big = LLAMA_8B.model_copy(update={"layers": 80, "hidden_size": 8192, "intermediate_size": 28672})
-    assert fix(big, 16, 2, 1, 16, False, "bf16-autocast", load, False).startswith("raise tensor_parallel")
+    assert fix(big, 16, replace(layout, tp=2, dp=16), load).startswith("raise tensor_parallel")
