@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -38,14 +37,12 @@ def test_there_are_templates_of_every_required_shape():
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=[path.name for path in TEMPLATES])
 def test_template_plans_offline_with_every_request_validated(template):
-    start = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-m", "neurondeploy.cli", "plan", str(template), "--json"],
         capture_output=True,
         text=True,
         env=NO_CREDENTIALS,
     )
-    elapsed = time.perf_counter() - start
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["resources"]
@@ -58,8 +55,6 @@ def test_template_plans_offline_with_every_request_validated(template):
             assert name in names, f"{resource['name']} refers to unknown resource {name}"
     assert plan["request_count"] == plan["validated_count"] > 0
     assert plan["cost"]["hourly_usd"] > 0
-    print(f"{template.name}: plan in {elapsed:.2f} s")
-    assert elapsed < 3  # the goal is < 1 s (see bench/plan.py); this bound only catches gross regressions under load
 
 
 def test_ec2_plan_tags_every_taggable_resource_at_creation():
