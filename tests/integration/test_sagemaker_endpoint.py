@@ -39,7 +39,10 @@ from .test_apply import REPO, FaultyTransport, transport
 
 artifact = test_apply.artifact  # the small compiled artifact fixture (module scope), shared with the EC2 tests
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("cpu_standin"),
+]  # CPU artifacts stand in for NEFFs, on purpose
 MINILM = REPO / "templates" / "minilm-sagemaker.yaml"
 VLLM = REPO / "templates" / "llama3-8b-vllm-sagemaker.yaml"
 ACCOUNT = "123456789012"  # moto's
