@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neurondeploy import catalog
+from neurondeploy.aws.secrets import resolve_secret_env
 from neurondeploy.compiler.artifact import MANIFEST, current_runtime
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
@@ -89,6 +90,7 @@ def run_server(
 ) -> None:
     import uvicorn
 
+    resolve_secret_env()  # {secret: ARN} env values, read through this machine's role; only this process sees them
     runtime = current_runtime()
     server = InferenceServer(
         target.artifact_dir, target.serving, replicas or default_replicas(target.spec, runtime), runtime
