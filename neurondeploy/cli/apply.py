@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from neurondeploy.cli.confirm import confirm
@@ -9,7 +10,7 @@ from neurondeploy.cli.images import image_context
 from neurondeploy.cli.options import open_state_of, transport_for
 from neurondeploy.cli.output import console_err, dollars, print_json
 from neurondeploy.compiler.backends import select_backend
-from neurondeploy.compiler.cache import CompileCache
+from neurondeploy.compiler.cache import CacheWarning, CompileCache
 from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_key
 from neurondeploy.engine.apply import apply_spec
@@ -30,7 +31,13 @@ def neuron_artifact_from_cache(loaded, args, transport) -> Path | None:
         return None
     cache_uri = args.cache_s3 or default_cache_uri(transport, loaded)
     cache = CompileCache(root=Path(args.cache_dir) if args.cache_dir else None, s3_uri=cache_uri)
-    return fetch_remote_artifact(remote_artifact_key(loaded, cache.root), cache)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", CacheWarning)
+        found = fetch_remote_artifact(remote_artifact_key(loaded, cache.root), cache)
+    for warning in seen:  # a first apply has no bucket yet: nothing to say; anything else is worth a line
+        if "NoSuchBucket" not in str(warning.message):
+            console_err().print(f"  compile cache: {warning.message}")
+    return found
 
 
 def cmd_apply(args) -> int:
