@@ -47,14 +47,12 @@ def needs_artifact(loaded: LoadedSpec) -> bool:
     return isinstance(spec, InferenceSpec) and spec.deployment.container.kind == "neurondeploy"
 
 
-def check_artifact(loaded: LoadedSpec, artifact_dir: Path, on_event: Callable[[str], None]) -> None:
+def check_artifact(loaded: LoadedSpec, artifact_dir: Path) -> str | None:
     """The artifact ↔ target gate: an artifact the deployment's instances cannot run is refused (one line, with
-    the fix) before anything is uploaded or created."""
-    notice = gate_artifact(
+    the fix) before anything is uploaded or created. Returns the notice of a declared CPU stand-in, if any."""
+    return gate_artifact(
         loaded.spec, read_manifest(artifact_dir), where=f"artifact {artifact_dir}", spec_file=str(loaded.source.file)
     )
-    if notice:
-        on_event(notice)
 
 
 def apply_spec(
@@ -82,7 +80,7 @@ def apply_spec(
         raise PlanRefused(findings)
     on_event = on_event or (lambda message: None)
     if artifact_dir is not None and needs_artifact(loaded):  # a given artifact is judged before any AWS call
-        check_artifact(loaded, Path(artifact_dir), on_event)
+        check_artifact(loaded, Path(artifact_dir))
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
     for line in check_quotas(transport, spec):  # read-only; a quota below the need refuses before any create
         on_event(line)
@@ -101,7 +99,9 @@ def apply_spec(
                     "pass --artifact DIR, or let apply compile it",
                 )
             artifact_dir = compile_artifact(loaded)
-            check_artifact(loaded, Path(artifact_dir), on_event)
+        notice = check_artifact(loaded, Path(artifact_dir))  # said once the other checks passed
+        if notice:
+            on_event(notice)
         digest = artifact_digest(Path(artifact_dir))
         uri = artifact_uri(spec, dataclasses.replace(ctx, artifact_sha256=digest))
         if not artifact_is_current(transport, uri, digest):
