@@ -112,3 +112,13 @@ def launch_template_tags(monkeypatch):
     monkeypatch.setattr(
         LaunchTemplate, "tags", property(lambda self: self.get_tags(), lambda self, value: None), raising=False
     )
+
+
+@pytest.fixture
+def cpu_standin(monkeypatch):
+    """Say, explicitly, that the CPU-traced artifacts of these tests stand in for NEFFs on Inf2 deployments.
+
+    apply and serve refuse a CPU artifact for ml.inf2 / inf2 (it could never load there); tests that exercise
+    the AWS flow with a CPU compile set ``NEURONDEPLOY_CPU_STANDIN=1`` through this fixture, never by default.
+    Subprocesses the test starts inherit it."""
+    monkeypatch.setenv("NEURONDEPLOY_CPU_STANDIN", "1")

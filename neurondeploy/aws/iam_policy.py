@@ -31,6 +31,9 @@ S3_ACTIONS = {
     "PutPublicAccessBlock": "PutBucketPublicAccessBlock",
     "DeleteObjects": "DeleteObject",
 }
+# Calls made where the workload runs, with its own role (which the plan grants exactly these), never by whoever
+# runs neurondeploy: reading {secret: ARN} container env values at container start.
+WORKLOAD_MODULES = ("aws/secrets.py",)
 # Permissions that are not API calls of ours: handing a role to EC2 (instance profile) and SageMaker.
 EXTRA_ACTIONS = ("iam:PassRole",)
 
@@ -67,6 +70,8 @@ def scanned_calls() -> set[tuple[str, str]]:
     waiters: set[tuple[str, str]] = set()
     for directory in SCANNED:
         for path in sorted((PACKAGE / directory).rglob("*.py")):
+            if path.relative_to(PACKAGE).as_posix() in WORKLOAD_MODULES:
+                continue
             for kind, service, name in _literal_calls(ast.parse(path.read_text())):
                 (calls if kind == "operation" else waiters).add((service, name))
     for service, waiter in waiters:

@@ -2,20 +2,42 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from neurondeploy.cli.confirm import confirm
 from neurondeploy.cli.images import image_context
 from neurondeploy.cli.options import open_state_of, transport_for
 from neurondeploy.cli.output import console_err, dollars, print_json
-from neurondeploy.compiler.cache import CompileCache
+from neurondeploy.compiler.backends import select_backend
+from neurondeploy.compiler.cache import CacheWarning, CompileCache
 from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_key
 from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.changes import recorded_hourly_usd
+from neurondeploy.engine.remote_compile import default_cache_uri
 from neurondeploy.engine.saved_plans import check_saved_plan
 from neurondeploy.errors import PlanError
+from neurondeploy.planner.artifact_target import artifact_target
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.specs import load_spec
+
+
+def neuron_artifact_from_cache(loaded, args, transport) -> Path | None:
+    """Where this machine cannot compile for Neuron: the artifact `compile --remote` stored, if any."""
+    if artifact_target(loaded.spec).runtime != "neuron" or select_backend(args.backend).name == "neuron":
+        return None
+    if loaded.spec.model.factory:  # compile --remote cannot send a factory: nothing to find
+        return None
+    cache_uri = args.cache_s3 or default_cache_uri(transport, loaded)
+    cache = CompileCache(root=Path(args.cache_dir) if args.cache_dir else None, s3_uri=cache_uri)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", CacheWarning)
+        found = fetch_remote_artifact(remote_artifact_key(loaded, cache.root), cache)
+    for warning in seen:  # a first apply has no bucket yet: nothing to say; anything else is worth a line
+        if "NoSuchBucket" not in str(warning.message):
+            console_err().print(f"  compile cache: {warning.message}")
+    return found
 
 
 def cmd_apply(args) -> int:
@@ -31,6 +53,10 @@ def cmd_apply(args) -> int:
 
     def compile_artifact(loaded_spec):
         cache = CompileCache(root=Path(args.cache_dir)) if args.cache_dir else None
+        remote = neuron_artifact_from_cache(loaded_spec, args, transport)
+        if remote is not None:
+            console.print(f"  the Neuron artifact that compile --remote left in the compile cache: {remote}")
+            return remote
         return compile_spec(
             loaded_spec, backend=args.backend, out_dir=Path(args.out) if args.out else None, cache=cache
         ).artifact_dir

@@ -6,16 +6,92 @@ from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from neurondeploy.cli.options import open_state_of, transport_for
 from neurondeploy.cli.output import bucket_line, console_err, print_json
 from neurondeploy.compiler.backends import select_backend
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_key, stage_job_source
+from neurondeploy.engine.remote_compile import default_cache_uri, start_remote_compile
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.planner.checks import errors_of, run_checks
+from neurondeploy.planner.plan import PlanRefused
 from neurondeploy.specs import load_spec
+from neurondeploy.training.jobs import EXIT_DETACHED, exit_code_of, outcome_lines, wait_for_job
+
+
+def _report(args, summary: dict, code: int) -> int:
+    if args.json:
+        print_json(summary)
+    return code
+
+
+def cmd_compile_remote(args, loaded) -> int:
+    """The Neuron compile as a SageMaker job, unless the S3 compile cache already holds its artifact."""
+    console = console_err()
+    findings = errors_of(run_checks(loaded))
+    if findings:
+        raise PlanRefused(findings)
+    transport = transport_for(loaded.spec.region, args)
+    cache_uri = args.cache_s3 or default_cache_uri(transport, loaded)
+    cache = CompileCache(root=Path(args.cache_dir) if args.cache_dir else None, s3_uri=cache_uri)
+    key = remote_artifact_key(loaded, cache.root)
+    summary = {"artifact_key": key, "cache_uri": cache_uri, "job_name": None, "status": None, "artifact": None}
+    found = fetch_remote_artifact(key, cache)
+    if found is None:
+        job = start_remote_compile(
+            loaded,
+            transport=transport,
+            state=open_state_of(args),
+            artifact_key=key,
+            stage_source=lambda directory: stage_job_source(loaded, directory),
+            cache_uri=cache_uri,
+            instance_type=args.instance_type,
+            on_event=lambda message: console.print(f"  {message}"),
+        )
+        summary["job_name"] = job.job_name
+        console.print(f"compile job {job.job_name} ({args.instance_type}) -> {cache_uri}/{key}")
+        if args.no_wait:
+            summary["status"] = "started"
+            return _report(args, summary, 0)
+        try:
+            with console.status(f"{job.job_name}: waiting") as live:
+                finished = wait_for_job(
+                    transport,
+                    job.job_name,
+                    delay_s=args.wait_delay_s,
+                    on_event=lambda message: console.print(f"  {message}"),
+                    on_status=live.update,
+                )
+        except KeyboardInterrupt:
+            console.print(f"stopped waiting; {job.job_name} keeps running (neurondeploy logs {job.deployment})")
+            return EXIT_DETACHED
+        for line in outcome_lines(finished):
+            console.print(line)
+        summary["status"] = finished["TrainingJobStatus"]
+        if exit_code_of(finished["TrainingJobStatus"]):
+            return _report(args, summary, exit_code_of(finished["TrainingJobStatus"]))
+        found = fetch_remote_artifact(key, cache)
+        if found is None:
+            raise NeurondeployError(
+                f"compile job {job.job_name} completed but {cache_uri} has no artifact {key[:16]}",
+                f"read its logs: neurondeploy logs {job.deployment}",
+            )
+    else:
+        summary["status"] = "cached"
+        console.print(f"already compiled: {cache_uri}/{key} (no job started)")
+    summary["artifact"] = str(found)
+    if args.json:
+        print_json(summary)
+    else:
+        console.print(f"artifact: [bold]{found}[/] (apply finds it in {cache_uri})")
+    return 0
 
 
 def cmd_compile(args) -> int:
     loaded = load_spec(args.spec)
+    if args.remote:
+        return cmd_compile_remote(args, loaded)
     console = console_err()
     backend = select_backend(args.backend).name
     if backend == "cpu":

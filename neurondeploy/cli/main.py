@@ -122,6 +122,20 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument(
         "--json", action="store_true", help="print a JSON summary (artifact, cache hit per bucket, times)"
     )
+    compile_.add_argument(
+        "--remote",
+        action="store_true",
+        help="compile with the Neuron SDK in a SageMaker job (Neuron DLC) into the S3 compile cache, which apply "
+        "reads; no job when the artifact is already there (--cache-s3 default: s3://neurondeploy-ACCOUNT-REGION/"
+        "compile-cache)",
+    )
+    compile_.add_argument(
+        "--instance-type",
+        default="ml.trn1.2xlarge",
+        help="with --remote: the job's instance; a CPU type (ml.c5.4xlarge ...) cross-compiles for the target",
+    )
+    compile_.add_argument("--no-wait", action="store_true", help="with --remote: start the job and return")
+    _state_options(compile_)
     compile_.set_defaults(handler="build:cmd_compile")
 
     serve = commands.add_parser(
@@ -153,6 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--cache-dir", metavar="DIR")
     apply.add_argument("--out", metavar="DIR", help="artifact directory (default artifacts/<name>)")
     apply.add_argument("--artifact", metavar="DIR", help="an already compiled artifact to upload instead of compiling")
+    apply.add_argument(
+        "--cache-s3",
+        metavar="S3_URI",
+        help="where compile --remote left the Neuron artifact (default s3://neurondeploy-ACCOUNT-REGION/compile-cache)",
+    )
     apply.add_argument(
         "--rollback",
         action="store_true",

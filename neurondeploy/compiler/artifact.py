@@ -9,152 +9,22 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from neurondeploy.errors import NeurondeployError
-
-MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 1
-PREPROCESSOR_DIR = "preprocessor"
-
-
-class ArtifactError(NeurondeployError):
-    exit_code = 3
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class TensorSpec(_Model):
-    name: str = Field(description="input or output name")
-    shape: list[int] = Field(description="static shape the bucket was compiled for")
-    dtype: str = Field(description="torch dtype, e.g. torch.int64")
-
-
-class NumericalCheck(_Model):
-    max_abs_diff: float = Field(description="largest |compiled - eager| over all outputs")
-    max_rel_diff: float = Field(description="largest |compiled - eager| / max(|eager|, 1e-6)")
-    tolerance: float = Field(description="max_abs_diff allowed (compile.numerical_tolerance)")
-    passed: bool
-
-
-class Bucket(_Model):
-    batch_size: int
-    sequence_length: int | None = Field(default=None, description="text models")
-    image_size: list[int] | None = Field(default=None, description="[height, width] for image models")
-    file: str = Field(description="TorchScript module, relative to the artifact")
-    sha256: str = Field(description="of the module file")
-    cache_key: str
-    inputs: list[TensorSpec]
-    outputs: list[TensorSpec]
-    check: NumericalCheck
-    # Run facts: what one compile run did, not what the module is (see Manifest).
-    compile_s: float | None = Field(
-        default=None, exclude=True, description="this run's trace + compile seconds (0 when served from the cache)"
-    )
-    cache_hit: bool | None = Field(default=None, exclude=True, description="this run found the module in the cache")
-
-    @property
-    def length(self) -> int:
-        return self.sequence_length if self.sequence_length is not None else self.image_size[0]
-
-
-class Manifest(_Model):
-    format: int = MANIFEST_FORMAT
-    name: str
-    task: str
-    model_digest: str = Field(description="sha256 of the weights and config bytes")
-    model_source: str
-    backend: Literal["neuron", "cpu"]
-    target: str = Field(description="neuronx-cc --target the artifact stands for")
-    compiler_args: list[str]
-    versions: dict[str, str | None] = Field(description="torch, torch_neuronx, neuronx_cc and neuron_sdk")
-    input_names: list[str]
-    buckets: list[Bucket]
-    preprocessor: str | None = Field(description="directory of tokenizer/preprocessor files, relative")
-    labels: dict[int, str] = {}
-    options: dict = Field(default_factory=dict, description="task post-processing baked into the modules")
-    max_sequence_length: int | None = None
-    # Run facts: when this compile ran and how long it took. They stay on the manifest compile_spec returns and are
-    # never written (exclude=True): manifest.json is packed and hashed (archive.artifact_digest), and a clock in it
-    # made every cache-hit compile a "new" artifact that apply uploaded again. Read back from an artifact they are
-    # None; manifests written by earlier versions, which held them, still load.
-    compile_s: float | None = Field(default=None, exclude=True, description="this run's wall time, seconds")
-    created: str | None = Field(default=None, exclude=True, description="when this run finished (UTC, ISO 8601)")
-
-
-def read_manifest(artifact_dir: Path) -> Manifest:
-    path = Path(artifact_dir) / MANIFEST
-    try:
-        return Manifest.model_validate_json(path.read_text())
-    except FileNotFoundError:
-        raise ArtifactError(
-            f"{artifact_dir}: no {MANIFEST}, so not a neurondeploy artifact",
-            "compile one with `neurondeploy compile SPEC`",
-        ) from None
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ArtifactError(
-            f"{path}: manifest is invalid at {where}: {first['msg']}",
-            "recompile; the artifact was written by another neurondeploy version or edited",
-        ) from None
-    except ValueError as exc:
-        raise ArtifactError(f"{path}: manifest is not JSON ({exc})", "recompile the artifact") from None
-
-
-def write_manifest(artifact_dir: Path, manifest: Manifest) -> None:
-    """manifest.json: what identifies the compiled model (no run facts), so the same inputs write the same bytes."""
-    (artifact_dir / MANIFEST).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2))
-
-
-def check_compatible(
-    manifest: Manifest,
-    *,
-    runtime: str,
-    target: str | None = None,
-    neuron_sdk: str | None = None,
-    neuronx_cc: str | None = None,
-    where: str = "artifact",
-) -> None:
-    """Refuse an artifact that cannot load here: CPU stand-ins on Neuron and NEFFs on CPU, another target
-    generation, or another SDK / compiler version than the runtime's."""
-    if manifest.format != MANIFEST_FORMAT:
-        raise ArtifactError(
-            f"{where} has manifest format {manifest.format}, this neurondeploy reads {MANIFEST_FORMAT}",
-            "recompile with this version",
-        )
-    if manifest.backend != runtime:
-        raise ArtifactError(
-            f"{where} was compiled by the {manifest.backend} backend and cannot run on {runtime}",
-            f"recompile with --backend {runtime}"
-            if runtime == "neuron"
-            else "NEFFs run only on Neuron devices; serve it on Inf2/Trn1, or recompile with --backend cpu to test here",
-        )
-    if target and manifest.target != target:
-        raise ArtifactError(
-            f"{where} was compiled for target {manifest.target}, not {target}",
-            f"recompile with compile.target: {target}",
-        )
-    built_sdk = manifest.versions.get("neuron_sdk")
-    if neuron_sdk and built_sdk and built_sdk != neuron_sdk:
-        raise ArtifactError(
-            f"{where} was compiled with Neuron SDK {built_sdk}; the runtime has {neuron_sdk} "
-            "(NEFFs are not portable across SDK versions: 'Could not find a matching NEFF')",
-            f"recompile with neuron_sdk_version: {neuron_sdk}",
-        )
-    built_cc = manifest.versions.get("neuronx_cc")
-    if neuronx_cc and built_cc and built_cc != neuronx_cc:
-        raise ArtifactError(
-            f"{where} was compiled with neuronx-cc {built_cc}; the runtime has {neuronx_cc}",
-            "recompile on the runtime's SDK",
-        )
+from neurondeploy.manifest import (  # noqa: F401  re-exported: the compiler's historical names
+    MANIFEST,
+    MANIFEST_FORMAT,
+    PREPROCESSOR_DIR,
+    ArtifactError,
+    Bucket,
+    Manifest,
+    NumericalCheck,
+    TensorSpec,
+    check_compatible,
+    read_manifest,
+    write_manifest,
+)
 
 
 def current_runtime() -> str:

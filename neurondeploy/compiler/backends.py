@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import torch
 
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.resources.sagemaker_compile import CROSS_COMPILE_ENV
 from neurondeploy.specs.inference import CompileSpec
 
 
@@ -95,9 +97,12 @@ class NeuronBackend:
     def trace(
         self, module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], compiler_args: list[str], workdir: Path
     ) -> torch.jit.ScriptModule:
+        # On a host without NeuronCores (a CPU compile job), neuronx-cc cross-compiles for --target when asked
+        # with cpu_backend=True (facts §2.1); the flag exists only there, so it is passed only then.
+        extra = {"cpu_backend": True} if os.environ.get(CROSS_COMPILE_ENV) == "1" else {}
         try:
             return self.torch_neuronx.trace(
-                module, example_inputs, compiler_args=compiler_args, compiler_workdir=str(workdir)
+                module, example_inputs, compiler_args=compiler_args, compiler_workdir=str(workdir), **extra
             )
         except Exception as exc:  # neuronx-cc failures surface as many types; the log is in workdir
             raise BackendError(

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import torch
 
-from neurondeploy import catalog
 from neurondeploy.compiler.artifact import (
     PREPROCESSOR_DIR,
     Bucket,
@@ -42,7 +41,8 @@ from neurondeploy.compiler.backends import (
 from neurondeploy.compiler.cache import CompileCache, cache_key
 from neurondeploy.compiler.models import PREPROCESSOR_FILES, DigestMemo, LoadedModel, load_model
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.planner.checks import errors_of, instance_of, run_checks
+from neurondeploy.planner.artifact_target import artifact_sdk, compile_target
+from neurondeploy.planner.checks import errors_of, run_checks
 from neurondeploy.planner.plan import PlanRefused
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 
@@ -221,13 +221,13 @@ def compile_spec(
     dtype = TORCH_DTYPES[spec.model.dtype]
     started = time.perf_counter()
     chosen = select_backend(backend)
-    target = spec.compile.target or instance_of(spec).compile_target
+    target = compile_target(spec)
     compiler_args = neuron_compiler_args(spec.compile, target)
     cache = cache or CompileCache()
     memo = DigestMemo(cache.root / "digests.json")
     model = load_model(spec, loaded.base_dir, memo)
     memo.save()
-    versions = chosen.versions() | {"neuron_sdk": spec.neuron_sdk_version or catalog.latest_sdk_for("trace-inference")}
+    versions = chosen.versions() | {"neuron_sdk": artifact_sdk(spec)}
     buckets, results, files = [], [], {}
     width = spec.compile.image_size[1] if spec.compile.image_size else None
     for batch, length in spec.compile.buckets:

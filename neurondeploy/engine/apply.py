@@ -1,6 +1,7 @@
 """`apply SPEC`: what Terraform's apply guarantees, for a deployment.
 
-In order, changing nothing until the review: checks; Service Quotas; ownership (:mod:`~neurondeploy.engine.ownership`:
+In order, changing nothing until the review: checks; the artifact against the deployment's target
+(:mod:`~neurondeploy.planner.artifact_target`: a CPU trace is never sent to Inf2); Service Quotas; ownership (:mod:`~neurondeploy.engine.ownership`:
 another state's deployment is refused, this state's lost answers are found for adoption); the serving image; the
 artifact's sha256 against S3; the resources; a refresh of every recorded one (:mod:`~neurondeploy.engine.refresh`);
 the diff (:mod:`~neurondeploy.engine.changes`) handed to ``review``, which may refuse. Then the artifact upload
@@ -31,6 +32,8 @@ from neurondeploy.engine.uploads import (
     upload_artifact,
 )
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.manifest import read_manifest
+from neurondeploy.planner.artifact_target import gate_artifact
 from neurondeploy.planner.checks import errors_of, run_checks
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.plan import PlanRefused
@@ -42,6 +45,14 @@ from neurondeploy.specs import InferenceSpec, LoadedSpec
 def needs_artifact(loaded: LoadedSpec) -> bool:
     spec = loaded.spec
     return isinstance(spec, InferenceSpec) and spec.deployment.container.kind == "neurondeploy"
+
+
+def check_artifact(loaded: LoadedSpec, artifact_dir: Path) -> str | None:
+    """The artifact ↔ target gate: an artifact the deployment's instances cannot run is refused (one line, with
+    the fix) before anything is uploaded or created. Returns the notice of a declared CPU stand-in, if any."""
+    return gate_artifact(
+        loaded.spec, read_manifest(artifact_dir), where=f"artifact {artifact_dir}", spec_file=str(loaded.source.file)
+    )
 
 
 def apply_spec(
@@ -68,6 +79,8 @@ def apply_spec(
     if findings:
         raise PlanRefused(findings)
     on_event = on_event or (lambda message: None)
+    if artifact_dir is not None and needs_artifact(loaded):  # a given artifact is judged before any AWS call
+        check_artifact(loaded, Path(artifact_dir))
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
     for line in check_quotas(transport, spec):  # read-only; a quota below the need refuses before any create
         on_event(line)
@@ -86,6 +99,9 @@ def apply_spec(
                     "pass --artifact DIR, or let apply compile it",
                 )
             artifact_dir = compile_artifact(loaded)
+        notice = check_artifact(loaded, Path(artifact_dir))  # said once the other checks passed
+        if notice:
+            on_event(notice)
         digest = artifact_digest(Path(artifact_dir))
         uri = artifact_uri(spec, dataclasses.replace(ctx, artifact_sha256=digest))
         if not artifact_is_current(transport, uri, digest):

@@ -401,14 +401,16 @@ def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
     if not script.is_file():
         yield warning("entry_point", f"{script} does not exist here", "fix the path before `train` uploads source_dir")
     elif (
-        spec.distribution.tensor_parallel > 1 or spec.distribution.pipeline_parallel > 1
-    ) and REFERENCE_SCRIPT_MARKER in script.read_text(errors="replace")[:200]:
-        yield warning(
-            "distribution",
-            "the reference training script runs tensor/pipeline parallel only with "
-            "`train --local` (DTensor and torch pipelining on CPU); on Trainium it does data parallel "
-            "and stops at start when TP or PP > 1",
-            "check the layout with --local, then use an NxD Training (neuronx_distributed) script on Trn1",
+        spec.distribution.pipeline_parallel > 1 and REFERENCE_SCRIPT_MARKER in script.read_text(errors="replace")[:200]
+    ):
+        # On Trainium the reference script shards with NxD's tensor-parallel layers and ZeRO-1; it has no pipeline
+        # engine there, so the job would stop at start after the instances were paid for.
+        yield error(
+            "distribution.pipeline_parallel",
+            f"pipeline_parallel {spec.distribution.pipeline_parallel}: the reference training script does not "
+            "pipeline on Trainium (tensor parallel and ZeRO-1 run there, with NxD Core)",
+            "set pipeline_parallel: 1 and give the cores to tensor_parallel and data_parallel "
+            "(`train --local` still runs pipeline stages on the CPU), or use an NxD Training script",
         )
 
 

@@ -81,7 +81,8 @@ def user_data_script(
     bucket, key = split_s3(artifact_s3_uri)
     # systemd expands % specifiers: double them so values arrive as written.
     env = "".join(
-        f"Environment={shlex.quote(f'{k}={v}'.replace('%', '%%'))}\n" for k, v in spec.deployment.container.env.items()
+        f"Environment={shlex.quote(f'{k}={v}'.replace('%', '%%'))}\n"
+        for k, v in spec.deployment.container.runtime_env().items()
     )
     serving = f"{SERVING_ENV}={serving_env_value(spec.serving)}".replace("%", "%%")
     env = f"Environment={shlex.quote(serving)}\n" + env

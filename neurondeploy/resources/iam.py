@@ -100,6 +100,7 @@ def instance_role_resources(spec: Spec, ctx: PlanContext, artifact_s3_uri: str) 
                 "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
                 "Resource": [log_group, f"{log_group}:*"],
             },
+            *secret_read_statements(spec),
         ]
         service = "ec2.amazonaws.com.cn" if partition(region) == "aws-cn" else "ec2.amazonaws.com"
         resources.append(
@@ -180,6 +181,39 @@ def s3_statements(region: str, *, read: list[str] = (), write: list[str] = ()) -
                 "Action": "s3:ListBucket",
                 "Resource": bucket,
                 "Condition": {"StringLike": {"s3:prefix": sorted(prefixes)}},
+            }
+        )
+    return statements
+
+
+def secret_read_statements(spec: Spec) -> list[dict]:
+    """Read on exactly the secrets and parameters the container's env references (resolved at its start), and
+    kms:Decrypt only when Secrets Manager or SSM asks on its behalf (the key of a secret is not known here)."""
+    container = getattr(getattr(spec, "deployment", None), "container", None)
+    secrets = sorted({ref.secret for ref in container.secrets.values() if ref.secret}) if container else []
+    parameters = sorted({ref.ssm for ref in container.secrets.values() if ref.ssm}) if container else []
+    statements = []
+    if secrets:
+        statements.append(
+            {"Sid": "ReadSecrets", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secrets}
+        )
+    if parameters:
+        statements.append(
+            {"Sid": "ReadParameters", "Effect": "Allow", "Action": "ssm:GetParameter", "Resource": parameters}
+        )
+    if secrets or parameters:
+        services = [
+            f"{name}.{spec.region}.amazonaws.com"
+            for name, used in (("secretsmanager", secrets), ("ssm", parameters))
+            if used
+        ]
+        statements.append(
+            {
+                "Sid": "DecryptForThem",
+                "Effect": "Allow",
+                "Action": "kms:Decrypt",
+                "Resource": "*",
+                "Condition": {"StringEquals": {"kms:ViaService": services}},
             }
         )
     return statements

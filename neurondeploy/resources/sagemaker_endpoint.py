@@ -12,7 +12,12 @@ import math
 from neurondeploy import __version__, catalog
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.compute import capacity
-from neurondeploy.resources.iam import ecr_pull_statements, s3_statements, sagemaker_log_statements
+from neurondeploy.resources.iam import (
+    ecr_pull_statements,
+    s3_statements,
+    sagemaker_log_statements,
+    secret_read_statements,
+)
 from neurondeploy.resources.kinds import Attr, Caller, Describe, Kind, done, it
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, resource, with_lookups
 from neurondeploy.resources.naming import (
@@ -111,7 +116,7 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
             "NEURONDEPLOY_TASK": spec.task,
             SERVING_ENV: serving_env_value(spec.serving),
         }
-    return {**env, **spec.deployment.container.env}
+    return {**env, **spec.deployment.container.runtime_env()}  # secrets as references only
 
 
 def create_model_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
@@ -241,6 +246,7 @@ def endpoint_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resource]:
     )
     if spec.deployment.container.kind == "neurondeploy":
         statements = s3_statements(spec.region, read=[parent_uri(artifact_uri(spec, ctx))]) + statements
+    statements += secret_read_statements(spec)
     resources = execution_role_resources(spec, statements, "endpoint") + security_group_resources(spec, training=False)
 
     model = create_model_request(spec, ctx)

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neurondeploy import catalog
+from neurondeploy.aws.secrets import resolve_secret_env
 from neurondeploy.compiler.artifact import MANIFEST, current_runtime
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.manifest import read_manifest
+from neurondeploy.planner.artifact_target import gate_artifact
 from neurondeploy.serving.app import InferenceServer
 from neurondeploy.specs import InferenceSpec, load_spec
 from neurondeploy.specs.inference import SERVING_ENV, ServingSpec
@@ -49,7 +52,9 @@ def serving_from_env() -> ServingSpec:
 def resolve_target(
     target: str | Path, artifact: str | Path | None = None, *, backend: str = "auto", cache_dir: Path | None = None
 ) -> ServeTarget:
-    """TARGET is an artifact directory, or a spec (compiled now, from the cache when it can be)."""
+    """TARGET is an artifact directory, or a spec (compiled now, from the cache when it can be). With a spec, on a
+    Neuron host, the artifact must match the spec's target and SDK (the gate apply uses); on a CPU host it serves
+    here, and loading refuses anything but a CPU artifact."""
     target = Path(target)
     if target.is_dir() and (target / MANIFEST).is_file():
         return ServeTarget(target, serving_from_env(), None)
@@ -60,9 +65,13 @@ def resolve_target(
     if not isinstance(spec, InferenceSpec):
         raise ServeError(f"{target} is a training spec", "serve takes an inference spec or an artifact")
     if artifact is not None:
-        return ServeTarget(Path(artifact), spec.serving, spec)
-    result = compile_spec(loaded, backend=backend, cache=CompileCache(root=cache_dir) if cache_dir else None)
-    return ServeTarget(result.artifact_dir, spec.serving, spec)
+        artifact_dir = Path(artifact)
+    else:
+        cache = CompileCache(root=cache_dir) if cache_dir else None
+        artifact_dir = compile_spec(loaded, backend=backend, cache=cache).artifact_dir
+    if current_runtime() == "neuron":  # on the deployment's instance: the artifact must be the one it runs
+        gate_artifact(spec, read_manifest(artifact_dir), where=f"artifact {artifact_dir}", spec_file=str(target))
+    return ServeTarget(artifact_dir, spec.serving, spec)
 
 
 def default_replicas(spec: InferenceSpec | None, runtime: str) -> int:
@@ -81,6 +90,7 @@ def run_server(
 ) -> None:
     import uvicorn
 
+    resolve_secret_env()  # {secret: ARN} env values, read through this machine's role; only this process sees them
     runtime = current_runtime()
     server = InferenceServer(
         target.artifact_dir, target.serving, replicas or default_replicas(target.spec, runtime), runtime

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from neurondeploy.specs.common import DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
 
@@ -303,6 +303,40 @@ class AutoscalingSpec(StrictModel):
         return self
 
 
+SECRET_ENV = "NEURONDEPLOY_SECRET_ENV"  # the container contract: {NAME: {"secret"|"ssm": ARN}}, resolved at start
+SECRET_ARN = r"^arn:aws[a-z\-]*:secretsmanager:[a-z0-9\-]+:\d{12}:secret:[A-Za-z0-9/_+=.@\-]+$"
+SSM_ARN = r"^arn:aws[a-z\-]*:ssm:[a-z0-9\-]+:\d{12}:parameter/[A-Za-z0-9/_.\-]+$"
+# Names whose literal values are credentials: they belong in Secrets Manager or SSM, never in a spec, a plan,
+# state or the requests (SageMaker's DescribeModel and EC2's user data show environment values to readers).
+TOKEN_NAME = re.compile(r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN)$|(^|_)(TOKEN|KEY|SECRET|PASSWORD)$")
+
+
+class SecretReference(StrictModel):
+    """An environment value read where the workload runs, through its role: never sent in a request."""
+
+    secret: Annotated[
+        str | None,
+        Field(description="Secrets Manager secret ARN; its SecretString becomes the value.", pattern=SECRET_ARN),
+    ] = None
+    ssm: Annotated[
+        str | None,
+        Field(description="SSM parameter ARN (SecureString or String); its decrypted value.", pattern=SSM_ARN),
+    ] = None
+
+    @model_validator(mode="after")
+    def _one(self) -> SecretReference:
+        if (self.secret is None) == (self.ssm is None):
+            raise ValueError("give exactly one of secret (a Secrets Manager ARN) or ssm (an SSM parameter ARN)")
+        return self
+
+    @property
+    def arn(self) -> str:
+        return self.secret or self.ssm
+
+    def as_contract(self) -> dict[str, str]:
+        return {"secret": self.secret} if self.secret else {"ssm": self.ssm}
+
+
 class ContainerSpec(StrictModel):
     """What runs on the instance: neurondeploy's own server, or Hugging Face's Neuron LLM containers."""
 
@@ -321,19 +355,69 @@ class ContainerSpec(StrictModel):
         ),
     ] = None
     env: Annotated[
-        dict[str, str],
-        Field(description="Extra environment variables for the container (keys [A-Za-z_][A-Za-z0-9_]*)."),
+        dict[str, str | SecretReference],
+        Field(
+            description="Extra environment variables for the container (keys [A-Za-z_][A-Za-z0-9_]*). A value may be "
+            "{secret: SECRETS_MANAGER_ARN} or {ssm: SSM_PARAMETER_ARN}: read where the container runs, through its "
+            "role (which gets read on exactly those ARNs), never written to requests, plans, state or user data. "
+            "Literal values of token-like names (HF_TOKEN, *_TOKEN, *_KEY, *_SECRET, *_PASSWORD) are refused."
+        ),
     ] = {}
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _references(cls, env):
+        """A mapping value is a secret reference: checked here so a mistake in one is one line, not one per
+        member of the union."""
+        if not isinstance(env, dict):
+            return env
+        checked = {}
+        for key, value in env.items():
+            if isinstance(value, dict):
+                try:
+                    value = SecretReference.model_validate(value)
+                except ValidationError as exc:
+                    first = exc.errors(include_url=False)[0]
+                    where = ".".join(str(part) for part in first["loc"])
+                    raise ValueError(
+                        f"{key}: {first['msg'].removeprefix('Value error, ')}"
+                        + (f" ({where}: {first.get('input')!r})" if where else "")
+                        + " - write {secret: arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME} or "
+                        "{ssm: arn:aws:ssm:REGION:ACCOUNT:parameter/NAME}"
+                    ) from None
+            checked[key] = value
+        return checked
 
     @field_validator("env")
     @classmethod
-    def _env_keys(cls, env: dict[str, str]) -> dict[str, str]:
+    def _env_keys(cls, env: dict[str, str | SecretReference]) -> dict[str, str | SecretReference]:
         for key, value in env.items():
             if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]{0,1023}", key):
                 raise ValueError(f"environment key {key!r} must match [A-Za-z_][A-Za-z0-9_]*")
-            if len(value.encode()) > 1024:
+            if key == SECRET_ENV:
+                raise ValueError(f"{SECRET_ENV} is set by neurondeploy from the {{secret: ...}} / {{ssm: ...}} values")
+            if isinstance(value, str) and value and TOKEN_NAME.search(key):
+                raise ValueError(
+                    f"{key} looks like a credential and is given as a literal value, which requests, plans and state "
+                    f"would carry (fix: store it in Secrets Manager and write {key}: {{secret: arn:aws:secretsmanager:"
+                    "REGION:ACCOUNT:secret:NAME}, or {ssm: arn:aws:ssm:REGION:ACCOUNT:parameter/NAME})"
+                )
+            if isinstance(value, str) and len(value.encode()) > 1024:
                 raise ValueError(f"environment value of {key} is over SageMaker's 1024-byte limit")
         return env
+
+    @property
+    def secrets(self) -> dict[str, SecretReference]:
+        return {key: value for key, value in self.env.items() if isinstance(value, SecretReference)}
+
+    def runtime_env(self) -> dict[str, str]:
+        """What the container's environment carries: the literal values, and the secret references (never their
+        values) as ``$NEURONDEPLOY_SECRET_ENV`` for the entrypoint to resolve at start."""
+        literal = {key: value for key, value in self.env.items() if isinstance(value, str)}
+        if self.secrets:
+            refs = {key: ref.as_contract() for key, ref in sorted(self.secrets.items())}
+            literal[SECRET_ENV] = json.dumps(refs, separators=(",", ":"))
+        return literal
 
 
 class ServingSpec(StrictModel):
@@ -482,6 +566,18 @@ class InferenceSpec(SpecBase):
                 "model.quantization",
                 "weight quantization is done by NxD Inference in the hf-vllm / hf-tgi containers; "
                 "torch_neuronx.trace artifacts keep dtype weights: remove model.quantization",
+            )
+        if (
+            container != "neurondeploy"
+            and self.deployment.container.secrets
+            and not self.deployment.container.image_uri
+        ):
+            raise FieldIssue(
+                "deployment.container.env",
+                f"container {container} starts its own entrypoint, which cannot read {{secret: ...}} / {{ssm: ...}} "
+                "values (SageMaker passes literal environment values only); build the wrapper image of "
+                "infra/hf-secrets (it resolves them through the execution role, then starts the Hugging Face one) "
+                "and set deployment.container.image_uri to it",
             )
         if self.task == "image-classification" and not self.compile.image_size:
             raise FieldIssue("compile", "task image-classification needs compile.image_size: [height, width]")

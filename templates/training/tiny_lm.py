@@ -143,3 +143,36 @@ def apply_tensor_parallel(model: TinyLM, mesh) -> TinyLM:
         for row in ("attention.o_proj", "mlp.down_proj"):
             plan[f"layers.{name}.{row}"] = RowwiseParallel()
     return parallelize_module(model, mesh, plan)
+
+
+COLUMN_PARALLEL = ("attention.q_proj", "attention.k_proj", "attention.v_proj", "mlp.up_proj")
+ROW_PARALLEL = ("attention.o_proj", "mlp.down_proj")
+
+
+def apply_nxd_tensor_parallel(model: TinyLM) -> TinyLM:
+    """The same Megatron split on Trainium with NxD's parallel layers (neuronx_distributed.parallel_layers, after
+    parallel_state.initialize_model_parallel): q/k/v and up become ColumnParallelLinear (gather_output=False), o
+    and down RowParallelLinear (input_is_parallel=True). Each keeps this rank's slice of the full layer's weight,
+    so every layout starts from the same model and parameter names stay those of the unsplit one."""
+    from neuronx_distributed.parallel_layers import ColumnParallelLinear, RowParallelLinear, parallel_state
+
+    size, rank = parallel_state.get_tensor_model_parallel_size(), parallel_state.get_tensor_model_parallel_rank()
+    for block in model.layers.values():
+        for path in COLUMN_PARALLEL + ROW_PARALLEL:
+            owner_name, name = path.split(".")
+            owner = getattr(block, owner_name)
+            full = getattr(owner, name)
+            column = path in COLUMN_PARALLEL
+            layer = (
+                ColumnParallelLinear(
+                    full.in_features, full.out_features, bias=False, gather_output=False, dtype=full.weight.dtype
+                )
+                if column
+                else RowParallelLinear(
+                    full.in_features, full.out_features, bias=False, input_is_parallel=True, dtype=full.weight.dtype
+                )
+            )
+            with torch.no_grad():
+                layer.weight.copy_(full.weight.chunk(size, dim=0 if column else 1)[rank])
+            setattr(owner, name, layer)
+    return model

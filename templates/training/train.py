@@ -8,9 +8,12 @@ Start from it. It runs unchanged in three places:
 * a SageMaker training job on ml.trn1 (``neurondeploy train SPEC``): the Neuron PyTorch training container
   runs it with torchrun, one process per NeuronCore. With torch-xla present the script trains on the XLA
   device (``xla`` process group, ``xm.reduce_gradients`` then the global-norm clip, ``xm.mark_step``,
-  ``xm.save``). That path was run here only against a CPU stand-in of torch_xla (tests/fixtures/fake_xla),
-  which proves the calls and the control flow, not Neuron: NOT run on Trainium. On Neuron this script does data
-  parallel only and refuses tensor/pipeline parallel: use NxD Training (``neuronx_distributed``) for those.
+  ``xm.save``); tensor parallel there is NxD Core's (``parallel_state.initialize_model_parallel``,
+  ``ColumnParallelLinear`` / ``RowParallelLinear``, the TP-aware ``clip_grad_norm``) and ZeRO-1 is NxD's
+  ``NeuronZero1Optimizer`` over the data-parallel groups. Pipeline parallel on Trainium is not done by this
+  script (``neurondeploy validate`` refuses it). That path was run here only against CPU stand-ins of torch_xla
+  and neuronx_distributed (tests/fixtures/fake_xla, fake_nxd), which prove the calls, the control flow and the
+  layout's numerics, not Neuron: NOT run on Trainium.
 * plain ``python train.py`` (one process).
 
 The SageMaker contract it reads: hyperparameters as ``--key value`` arguments, ``SM_CHANNEL_TRAIN`` (text
@@ -40,7 +43,14 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tiny_lm import TinyLM, TinyLMConfig, apply_tensor_parallel, causal_lm_loss, keep_pipeline_stage  # noqa: E402
+from tiny_lm import (  # noqa: E402
+    TinyLM,
+    TinyLMConfig,
+    apply_nxd_tensor_parallel,
+    apply_tensor_parallel,
+    causal_lm_loss,
+    keep_pipeline_stage,
+)
 
 CHECKPOINT_PREFIX = "step_"
 COMPLETE_MARKER = "trainer.json"  # written last: a checkpoint directory without it is incomplete
@@ -134,16 +144,7 @@ def setup_runtime(args: argparse.Namespace) -> Runtime:
     dp = world // (tp * pp)
     xla = args.device == "xla" or (args.device == "auto" and neuron_device_present())
     if xla:
-        if tp > 1 or pp > 1:
-            raise SystemExit(
-                "error: this reference script does data parallel only on Neuron; tensor/pipeline parallel "
-                "on Trainium needs NxD Training (neuronx_distributed), see its Llama examples"
-            )
-        import torch_xla.core.xla_model as xm
-        import torch_xla.distributed.xla_backend  # noqa: F401  registers the "xla" process group backend
-
-        dist.init_process_group("xla")
-        return Runtime(device=xm.xla_device(), xla=True, rank=rank, world=world, tp=1, pp=1, dp=world, dp_rank=rank)
+        return setup_xla_runtime(args, rank, world, tp, pp)
     torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
     if world > 1 or "MASTER_ADDR" in os.environ:
         dist.init_process_group("gloo")
@@ -156,6 +157,100 @@ def setup_runtime(args: argparse.Namespace) -> Runtime:
             runtime.mesh[d].get_local_rank() for d in ("pp", "dp", "tp")
         )
     return runtime
+
+
+def uses_nxd(args: argparse.Namespace, tp: int) -> bool:
+    """On Trainium, tensor parallel and ZeRO-1 come from NxD Core (neuronx_distributed)."""
+    return tp > 1 or args.zero1
+
+
+def setup_xla_runtime(args: argparse.Namespace, rank: int, world: int, tp: int, pp: int) -> Runtime:
+    """Trainium: the ``xla`` process group, then NxD's tensor / data parallel groups (TP groups are consecutive
+    ranks, so a TP group stays on one instance's NeuronCores)."""
+    if pp > 1:
+        raise SystemExit(
+            "error: this reference script does not pipeline on Trainium (NxD's pipeline engine is not used); "
+            "set pipeline_parallel: 1 and use tensor / data parallel"
+        )
+    import torch_xla.core.xla_model as xm
+    import torch_xla.distributed.xla_backend  # noqa: F401  registers the "xla" process group backend
+
+    dist.init_process_group("xla")
+    runtime = Runtime(device=xm.xla_device(), xla=True, rank=rank, world=world, tp=tp, pp=1, dp=world // tp)
+    if uses_nxd(args, tp):
+        from neuronx_distributed.parallel_layers import parallel_state
+
+        parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
+        runtime.tp_rank = parallel_state.get_tensor_model_parallel_rank()
+        runtime.dp_rank = parallel_state.get_data_parallel_rank()
+    else:
+        runtime.dp_rank = rank
+    return runtime
+
+
+def xla_optimizer(args: argparse.Namespace, rt: Runtime, model):
+    """AdamW, or NxD's ZeRO-1 over the data-parallel groups (it reduces, clips and all-gathers itself)."""
+    if not args.zero1:
+        return torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
+    from neuronx_distributed.optimizer import NeuronZero1Optimizer
+    from neuronx_distributed.parallel_layers import parallel_state
+
+    return NeuronZero1Optimizer(
+        model.parameters(),
+        torch.optim.AdamW,
+        lr=args.learning_rate,
+        weight_decay=args.weight_decay,
+        pin_layout=False,
+        grad_clipping=args.max_grad_norm > 0,
+        max_norm=args.max_grad_norm or None,
+        sharding_groups=parallel_state.get_data_parallel_group(as_list=True),
+        grad_norm_groups=parallel_state.get_tensor_model_parallel_group(as_list=True),
+    )
+
+
+def xla_step(args: argparse.Namespace, rt: Runtime, model, optimizer):
+    """Reduce the gradients over each data-parallel group, clip to the global norm, step, run the graph."""
+    import torch_xla.core.xla_model as xm
+
+    if args.zero1:
+        optimizer.step()  # NeuronZero1Optimizer: reduce-scatter, global-norm clip, shard step, all-gather
+        grad_norm = optimizer.grad_norm
+    else:
+        if uses_nxd(args, rt.tp):
+            from neuronx_distributed.parallel_layers import clip_grad_norm, parallel_state
+
+            xm.reduce_gradients(optimizer, groups=parallel_state.get_data_parallel_group(as_list=True))
+            grad_norm = clip_grad_norm(model.parameters(), args.max_grad_norm or float("inf"))
+        else:
+            xm.reduce_gradients(optimizer)  # all-reduce over the replicas first, so the clip sees the global norm
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm or float("inf"))
+        optimizer.step()
+    xm.mark_step()  # run the step's graph on the NeuronCore
+    return grad_norm
+
+
+def xla_state_file(args: argparse.Namespace, rt: Runtime) -> tuple[str, bool]:
+    """(file, written by the master only): one file for data parallel; a file per rank when its model holds a
+    tensor-parallel slice or its optimizer a ZeRO-1 shard."""
+    if not uses_nxd(args, rt.tp):
+        return "xla_state.pt", True
+    return f"xla_state.tp{rt.tp_rank:02d}.dp{rt.dp_rank:02d}.pt", False
+
+
+def xla_full_state(model, rt: Runtime) -> dict:
+    """The unsplit state dict on the CPU: tensor-parallel slices gathered over the TP group (every rank takes part)."""
+    state = {}
+    params = dict(model.named_parameters())
+    for name, value in model.state_dict().items():
+        param = params.get(name)
+        if rt.tp > 1 and getattr(param, "tensor_model_parallel", False):
+            from neuronx_distributed.parallel_layers import parallel_state
+
+            parts = [torch.empty_like(value) for _ in range(rt.tp)]
+            dist.all_gather(parts, value.contiguous(), group=parallel_state.get_tensor_model_parallel_group())
+            value = torch.cat(parts, dim=param.partition_dim)
+        state[name] = value.cpu()
+    return state
 
 
 # --- data ------------------------------------------------------------------------------------------------
@@ -208,8 +303,10 @@ def build(args: argparse.Namespace, rt: Runtime):
     if args.precision == "bf16-stochastic-rounding":
         # Full bf16 weights. Neuron rounds stochastically (NEURON_RT_STOCHASTIC_ROUNDING_EN=1); a CPU rounds to nearest.
         model = model.to(torch.bfloat16)
+    if rt.xla and rt.tp > 1:
+        model = apply_nxd_tensor_parallel(model)  # NxD layers are made on the CPU, then moved
     model = model.to(rt.device)
-    if rt.tp > 1:
+    if rt.tp > 1 and not rt.xla:
         model = apply_tensor_parallel(model, rt.mesh["tp"])
     trained = model
     pure_data_parallel = rt.dp > 1 and rt.tp == 1 and rt.pp == 1 and not rt.xla
@@ -217,7 +314,9 @@ def build(args: argparse.Namespace, rt: Runtime):
         from torch.nn.parallel import DistributedDataParallel
 
         trained = DistributedDataParallel(model)
-    if args.zero1 and pure_data_parallel:
+    if rt.xla:
+        optimizer = xla_optimizer(args, rt, model)
+    elif args.zero1 and pure_data_parallel:
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         optimizer = ZeroRedundancyOptimizer(
@@ -352,7 +451,8 @@ def save_checkpoint(step: int, args, rt: Runtime, model, optimizer) -> Path:
     if rt.xla:
         import torch_xla.core.xla_model as xm
 
-        xm.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, str(partial / "xla_state.pt"))
+        name, master_only = xla_state_file(args, rt)
+        xm.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, str(partial / name), master_only)
     else:
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
@@ -381,10 +481,16 @@ def save_checkpoint(step: int, args, rt: Runtime, model, optimizer) -> Path:
     return final
 
 
-def load_checkpoint(path: Path, rt: Runtime, model, optimizer) -> int:
+def load_checkpoint(path: Path, args, rt: Runtime, model, optimizer) -> int:
     meta = json.loads((path / COMPLETE_MARKER).read_text())
     if rt.xla:
-        state = torch.load(path / "xla_state.pt", map_location="cpu")
+        name, _ = xla_state_file(args, rt)
+        if not (path / name).is_file():
+            raise SystemExit(
+                f"error: {path} was saved by layout {meta['layout']} and has no {name}; on Trainium resume with "
+                "the layout that saved it"
+            )
+        state = torch.load(path / name, map_location="cpu", weights_only=False)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         return meta["step"]
@@ -420,7 +526,7 @@ def save_final_model(config: TinyLMConfig, rt: Runtime, model) -> None:
     if rt.xla:
         import torch_xla.core.xla_model as xm
 
-        state = {k: v.cpu() for k, v in model.state_dict().items()}
+        state = xla_full_state(model, rt)
         parts = [state]
         xm.rendezvous("final-model")
     else:
@@ -472,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     start = 0
     latest = latest_checkpoint(checkpoint_root()) if os.environ.get("NEURONDEPLOY_RESUME", "1") == "1" else None
     if latest is not None:
-        start = load_checkpoint(latest, rt, model, optimizer)
+        start = load_checkpoint(latest, args, rt, model, optimizer)
         if rt.is_logger:
             print(f"resumed from checkpoint step {start} ({latest})", flush=True)
     if rt.is_logger:
@@ -498,12 +604,7 @@ def main(argv: list[str] | None = None) -> int:
             group["lr"] = args.learning_rate * min(1.0, (step + 1) / max(1, args.warmup_steps))
         local_loss = train_step(batch, args, rt, trained, schedule)
         if rt.xla:
-            import torch_xla.core.xla_model as xm
-
-            xm.reduce_gradients(optimizer)  # all-reduce over the replicas first, so the clip sees the global norm
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm or float("inf"))
-            optimizer.step()
-            xm.mark_step()  # run the step's graph on the NeuronCore
+            grad_norm = xla_step(args, rt, model, optimizer)
         else:
             if rt.dp > 1 and trained is model:
                 average_gradients_over_data_parallel(model, rt)

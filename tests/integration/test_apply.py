@@ -23,7 +23,10 @@ from neurondeploy.engine.sweep import find_leftovers
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.specs import parse_spec
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("cpu_standin"),
+]  # CPU artifacts stand in for NEFFs, on purpose
 REPO = Path(__file__).parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 TEMPLATE = REPO / "templates" / "minilm-ec2-alb.yaml"

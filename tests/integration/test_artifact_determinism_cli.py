@@ -23,7 +23,10 @@ from .test_sagemaker_endpoint import MINILM, artifact_uri_of
 
 sagemaker_world = test_sagemaker_endpoint.sagemaker_world  # moto patched for SageMaker on Inf2, the image in ECR
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("cpu_standin"),
+]  # CPU artifacts stand in for NEFFs, on purpose
 
 
 def bucket_and_key(artifact) -> tuple[str, str]:

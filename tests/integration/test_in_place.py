@@ -27,7 +27,10 @@ from .test_apply import (  # noqa: F401  (fixtures)
     world,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("cpu_standin"),
+]  # CPU artifacts stand in for NEFFs, on purpose
 
 DELETES = ("Delete", "Terminate", "Deregister", "Detach", "Disassociate", "Release")
 

@@ -18,7 +18,11 @@ import pytest
 
 from .test_apply import AMI_PARAMETER, NAME, artifact, count_resources, tagged, transport, world  # noqa: F401
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("cpu_standin"),
+]  # CPU artifacts stand in for NEFFs, on purpose
 
 KILLER = textwrap.dedent(
     """

