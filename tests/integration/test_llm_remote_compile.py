@@ -179,3 +179,30 @@ def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sag
         StateStore(tmp_path / "state.db").get("llama3-8b").resources["execution-role"].create_requests[-1]["params"]
     )
     assert "secretsmanager" not in role_policy and prefix in role_policy  # no token to read; the model's prefix
+
+
+def test_an_export_that_fails_stores_nothing_and_the_job_fails(aws, tmp_path):
+    """The gated model without its token: the stand-in answers 401 as the Hub does; the job exits non-zero with the
+    export's last lines, and the cache has no entry (a later compile starts a job again)."""
+    aws.client("s3").create_bucket(Bucket=BUCKET)
+    key = "f" * 64
+    env = {
+        **os.environ,
+        "PATH": f"{FIXTURES / 'fake_optimum'}{os.pathsep}{os.environ['PATH']}",
+        "NEURONDEPLOY_CACHE_DIR": str(tmp_path / "job-cache"),
+        "FAKE_OPTIMUM_LOG": str(tmp_path / "calls.jsonl"),
+    }
+    env.pop("HF_TOKEN", None)
+    cache = f"s3://{BUCKET}/compile-cache"
+    ran = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.compiler.llm_export", "--artifact_key", key, "--cache_s3", cache, "--"]
+        + ["optimum-cli", *EXPORT],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert ran.returncode == 3, ran.stderr
+    assert "optimum-cli export neuron exited 1" in ran.stderr and "gated repo" in ran.stderr
+    assert "Traceback" not in ran.stderr
+    assert "Contents" not in aws.client("s3").list_objects_v2(Bucket=BUCKET, Prefix=f"compile-cache/{key}/")
