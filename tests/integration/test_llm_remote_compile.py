@@ -168,9 +168,9 @@ def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sag
             "SM_ON_SEQUENCE_LENGTH": "4096",
             "SM_ON_PORT": "8080",
         }
-    assert sent["PrimaryContainer"]["ModelDataSource"] == {
-        "S3DataSource": {"S3Uri": f"s3://{BUCKET}/{prefix}", "S3DataType": "S3Prefix", "CompressionType": "None"}
-    }
+    source = {"S3DataSource": {"S3Uri": f"s3://{BUCKET}/{prefix}", "S3DataType": "S3Prefix", "CompressionType": "None"}}
+    assert sent["PrimaryContainer"]["ModelDataSource"] == container["ModelDataSource"] == source
+    assert "ModelDataUrl" not in container
     (variant,) = sm.describe_endpoint_config(
         EndpointConfigName=sm.list_endpoint_configs()["EndpointConfigs"][0]["EndpointConfigName"]
     )["ProductionVariants"]
