@@ -60,11 +60,12 @@ def _download_prefix(transport: AwsTransport, uri: str, directory: Path) -> None
 def own_entrypoint_command(request: dict, work_dir: Path) -> tuple[list[str], dict[str, str], Path]:
     """A request that overrides the image's entrypoint (``ContainerEntrypoint`` + ``ContainerArguments``): SageMaker
     runs exactly that, with the request's ``Environment`` and the /opt/ml directories, no toolkit in between;
-    here /opt/ml is ``work_dir``."""
+    here /opt/ml is ``work_dir`` (in the arguments and the environment's values)."""
     algorithm = request["AlgorithmSpecification"]
     argv = [*algorithm["ContainerEntrypoint"], *algorithm.get("ContainerArguments", [])]
     argv = [arg.replace(OPT_ML, str(work_dir)) for arg in argv]
-    return argv, dict(request.get("Environment", {})), work_dir
+    env = {key: value.replace(OPT_ML, str(work_dir)) for key, value in request.get("Environment", {}).items()}
+    return argv, env, work_dir
 
 
 def container_command(request: dict, work_dir: Path, processes: int = 1) -> tuple[list[str], dict[str, str], Path]:

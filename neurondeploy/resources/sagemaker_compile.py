@@ -42,6 +42,7 @@ JOB_RESOURCE = "compile-job"
 
 # The LLM export job (container hf-vllm / hf-tgi) overrides the image's entrypoint: the wrapper image's resolver
 # reads the spec's secrets (the gated model's HF_TOKEN) through the job's role, then runs the export module.
+EXPORT_WORK_DIR = "/opt/ml/output/work"
 LLM_ENTRYPOINT = ["python3", "-m", "neurondeploy.aws.secrets", "--", "python3", "-m"]
 
 
@@ -123,6 +124,19 @@ def create_compile_job_request(spec: InferenceSpec, ctx: PlanContext, job: Compi
     }
 
 
+def job_environment(region: str) -> dict[str, str]:
+    """The region for the cache's S3 client (the resolver takes it from the secret's ARN), and the Hub download,
+    the compiler's work and the cache's staging on the job's ML storage volume under /opt/ml rather than the
+    container's root filesystem (a 16 GB checkpoint and its export do not fit there). /opt/ml/output/data is what
+    SageMaker uploads; output/work is not."""
+    return {
+        "AWS_DEFAULT_REGION": region,
+        "HF_HOME": f"{EXPORT_WORK_DIR}/hf",
+        "NEURONDEPLOY_CACHE_DIR": f"{EXPORT_WORK_DIR}/cache",
+        "NEURON_COMPILE_CACHE_URL": f"{EXPORT_WORK_DIR}/neuron-cache",
+    }
+
+
 def create_llm_export_job_request(spec: InferenceSpec, ctx: PlanContext, job: CompileJob) -> dict:
     """The container's own export on the spec's image (the wrapper of the catalogue's Hugging Face image: the SDK
     and optimum-neuron it pins). No source archive: the image carries the job's code. The Hub token, if any, is
@@ -146,7 +160,7 @@ def create_llm_export_job_request(spec: InferenceSpec, ctx: PlanContext, job: Co
         "ResourceConfig": {"InstanceType": job.instance_type, "InstanceCount": 1}
         | ({} if job.instance_type.startswith("ml.trn") else {"VolumeSizeInGB": COMPILE_VOLUME_GIB}),
         "StoppingCondition": {"MaxRuntimeInSeconds": COMPILE_MAX_RUNTIME_S},
-        "Environment": spec.deployment.container.runtime_env(),  # secrets as references only
+        "Environment": {**job_environment(spec.region), **spec.deployment.container.runtime_env()},
         "Tags": sagemaker_tags(spec, **{"neurondeploy:run-id": ctx.run_id}),
     }
 

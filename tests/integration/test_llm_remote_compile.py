@@ -96,7 +96,11 @@ def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sag
     assert algorithm["ContainerEntrypoint"][:4] == ["python3", "-m", "neurondeploy.aws.secrets", "--"]
     assert algorithm["ContainerArguments"][-len(EXPORT) - 1 :] == ["optimum-cli", *EXPORT]
     assert params["Environment"] == {
-        "NEURONDEPLOY_SECRET_ENV": json.dumps({"HF_TOKEN": {"secret": arn}}, separators=(",", ":"))
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "HF_HOME": "/opt/ml/output/work/hf",  # on the job's ML storage volume, not the container's root filesystem
+        "NEURONDEPLOY_CACHE_DIR": "/opt/ml/output/work/cache",
+        "NEURON_COMPILE_CACHE_URL": "/opt/ml/output/work/neuron-cache",
+        "NEURONDEPLOY_SECRET_ENV": json.dumps({"HF_TOKEN": {"secret": arn}}, separators=(",", ":")),
     }
     assert TOKEN not in json.dumps(params) and "HyperParameters" not in params
     assert params["ResourceConfig"] == {"InstanceType": "ml.trn1.32xlarge", "InstanceCount": 1}
@@ -116,6 +120,7 @@ def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sag
     job_env.pop("HF_TOKEN", None)
     ran = run_training_container(params, AwsTransport("us-east-1"), tmp_path / "job", env=job_env)
     assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert (tmp_path / "job" / "output" / "work" / "cache" / "entries" / key).is_dir()  # /opt/ml mapped to the job dir
     (call,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert call["argv"][:-1] == EXPORT  # the spec's batch, sequence, TP, dtype and target; then the output dir
     assert call["hf_token_sha256"] == hashlib.sha256(TOKEN.encode()).hexdigest()  # read from Secrets Manager
