@@ -81,9 +81,12 @@ def cmd_compile_remote_llm(args, loaded) -> int:
         summary.update(status="cached", size_bytes=size)
         console.print(f"already exported: {prefix} ({size / 2**30:.2f} GiB, no job started)")
         return _report(args, summary, 0) if args.json else 0
-    host = llm_compile_host(spec, model_architecture(loaded))
-    instance = args.instance_type or host.instance_type
-    for line in host.reasons if not args.instance_type else ("--instance-type given: " + instance,):
+    if args.instance_type:  # the user's choice: not sized (nor refused) here
+        instance, reasons = args.instance_type, (f"{args.instance_type}, as --instance-type says",)
+    else:
+        host = llm_compile_host(spec, model_architecture(loaded))
+        instance, reasons = host.instance_type, host.reasons
+    for line in reasons:
         console.print(f"  export host: {line}")
     job = start_remote_compile(
         loaded,
