@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+from neurondeploy.aws.transport import AwsCallError
 from neurondeploy.cli.confirm import confirm
 from neurondeploy.cli.images import image_context
 from neurondeploy.cli.options import open_state_of, transport_for
@@ -12,6 +13,7 @@ from neurondeploy.cli.output import console_err, dollars, print_json
 from neurondeploy.compiler.backends import select_backend
 from neurondeploy.compiler.cache import CacheWarning, CompileCache
 from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.compiler.llm_export import LLM_CONTAINERS, find_precompiled, llm_artifact_key, precompiled_prefix
 from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_key
 from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.changes import recorded_hourly_usd
@@ -19,7 +21,10 @@ from neurondeploy.engine.remote_compile import default_cache_uri
 from neurondeploy.engine.saved_plans import check_saved_plan
 from neurondeploy.errors import PlanError
 from neurondeploy.planner.artifact_target import artifact_target
+from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.plan import build_plan
+from neurondeploy.resources.precompiled import load_budget
+from neurondeploy.resources.sagemaker_endpoint import container_image
 from neurondeploy.specs import load_spec
 
 
@@ -38,6 +43,38 @@ def neuron_artifact_from_cache(loaded, args, transport) -> Path | None:
         if "NoSuchBucket" not in str(warning.message):
             console_err().print(f"  compile cache: {warning.message}")
     return found
+
+
+def precompiled_context(loaded, args, transport) -> dict:
+    """An LLM endpoint on SageMaker: the model `compile --remote` exported, if the S3 cache has it, as the plan
+    context that points the endpoint at it (and shrinks its startup budget to what loading needs)."""
+    spec = loaded.spec
+    if spec.kind != "inference" or spec.deployment.container.kind not in LLM_CONTAINERS:
+        return {}
+    if spec.deployment.platform != "sagemaker":
+        return {}
+    console = console_err()
+    cache_uri = args.cache_s3 or default_cache_uri(transport, loaded)
+    key = llm_artifact_key(spec, container_image(spec, plan_context(loaded)))
+    try:
+        size = find_precompiled(cache_uri, key)
+    except AwsCallError as exc:
+        console.print(f"  compile cache: {exc.message}; the container downloads and compiles the model at start")
+        return {}
+    if size is None:
+        console.print(
+            f"  no model exported by compile --remote in {cache_uri} (key {key[:16]}): the container downloads "
+            f"and compiles it at start, within {spec.deployment.health_check_timeout_s} s"
+        )
+        return {}
+    prefix = precompiled_prefix(cache_uri, key)
+    budget, why = load_budget(size)
+    console.print(
+        f"  the model compile --remote exported: {prefix}, loaded from S3 at /opt/ml/model (no Hub download, no "
+        f"HF_TOKEN, no compile at start); startup health-check budget {min(budget, spec.deployment.health_check_timeout_s)} s "
+        f"({why}), was {spec.deployment.health_check_timeout_s} s"
+    )
+    return {"precompiled_model_uri": prefix, "precompiled_model_bytes": size}
 
 
 def cmd_apply(args) -> int:
@@ -61,7 +98,7 @@ def cmd_apply(args) -> int:
             loaded_spec, backend=args.backend, out_dir=Path(args.out) if args.out else None, cache=cache
         ).artifact_dir
 
-    context = image_context(args)
+    context = image_context(args) | precompiled_context(loaded, args, transport)
 
     def review(planned, upload_uri) -> None:
         for change in planned.pending:

@@ -131,8 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument(
         "--instance-type",
-        default="ml.trn1.2xlarge",
-        help="with --remote: the job's instance; a CPU type (ml.c5.4xlarge ...) cross-compiles for the target",
+        help="with --remote: the job's instance (default ml.trn1.2xlarge; for an LLM the smallest Neuron type whose "
+        "host RAM and HBM fit the export); a CPU type (ml.c5.4xlarge ...) cross-compiles for the target",
     )
     compile_.add_argument("--no-wait", action="store_true", help="with --remote: start the job and return")
     _state_options(compile_)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from neurondeploy.aws.errors import is_s3_missing_object
+from neurondeploy.aws.errors import is_s3_missing, is_s3_missing_object
 from neurondeploy.aws.paging import Paged
 from neurondeploy.aws.transport import AwsCallError, AwsTransport, Transfer, default_region
 from neurondeploy.compiler.locking import FileLock
@@ -127,6 +127,13 @@ class CompileCache:
             directory.mkdir(parents=True, exist_ok=True)
 
     # ---------------------------------------------------------------- lookups
+    def s3_record(self, key: str) -> dict | None:
+        """The record (``entry.json``) of entry ``key`` in the S3 cache, read without downloading the entry; None if
+        S3 has none, or no bucket yet. For entries too large to fetch here (an exported LLM)."""
+        if self._s3 is None:
+            return None
+        return self._s3.record(_check_key(key))
+
     def get(self, key: str) -> CacheEntry | None:
         """The verified local entry of ``key`` (its last_used touched), or None. A corrupt entry is removed."""
         return self._get(_check_key(key), locked=False)
@@ -621,6 +628,18 @@ class _S3Store:
 
     def object_key(self, key: str, rel: str = "") -> str:
         return "/".join(part for part in (self.prefix, key, rel) if part)
+
+    def record(self, key: str) -> dict | None:
+        try:
+            response = self.transport.call(
+                "s3", "GetObject", {"Bucket": self.bucket, "Key": self.object_key(key, RECORD_FILE)}
+            )
+        except AwsCallError as exc:
+            if is_s3_missing(exc):
+                return None
+            raise
+        with response["Body"] as body:
+            return _parse_record(body.read(), key)
 
     def fetch(self, key: str, staging: Path) -> dict | None:
         """Download and verify entry ``key`` into ``staging``; None if S3 has no record. Raises _Corrupt."""

@@ -76,12 +76,14 @@ def start_remote_compile(
     transport: AwsTransport,
     state: StateStore,
     artifact_key: str,
-    stage_source: Callable[[Path], None],
+    stage_source: Callable[[Path], None] | None,
     cache_uri: str | None = None,
     instance_type: str = DEFAULT_COMPILE_INSTANCE,
     on_event: Callable[[str], None] | None = None,
+    export: tuple[str, tuple[str, ...]] | None = None,
 ) -> RemoteCompileJob:
-    """Upload the job's source (``stage_source(dir)`` writes it) and create the compile job; returns at once."""
+    """Upload the job's source (``stage_source(dir)`` writes it) and create the compile job; returns at once.
+    An LLM export (``export``: the job's module and arguments) runs code its image carries: no source is sent."""
     on_event = on_event or (lambda message: None)
     spec = compile_deployment(loaded.spec)
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
@@ -95,20 +97,26 @@ def start_remote_compile(
                 on_event(f"compile job {previous} is still {status}: attaching to it instead of starting another")
                 return RemoteCompileJob(spec.name, previous, True, cache_uri, artifact_key)
             state.remove_resource(spec.name, JOB_RESOURCE)  # finished: it can be neither stopped nor deleted
+        run_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        module, arguments = export or (None, ())
+        job = CompileJob(artifact_key, cache_uri, artifact_sdk(spec), instance_type, module, tuple(arguments))
         with tempfile.TemporaryDirectory(prefix="neurondeploy-compile-") as scratch:
             source = Path(scratch) / "source"
-            stage_source(source)
-            digest = artifact_digest(source)
-            run_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-            ctx = dataclasses.replace(ctx, run_id=run_id, source_digest=digest[:16])
-            job = CompileJob(artifact_key, cache_uri, artifact_sdk(spec), instance_type)
+            digest = None
+            if stage_source is not None:
+                stage_source(source)
+                digest = artifact_digest(source)
+            ctx = dataclasses.replace(ctx, run_id=run_id, source_digest=digest[:16] if digest else None)
             resources = compile_job_resources(
                 spec, ctx, job
             )  # pure: a request the builders refuse stops here, before anything is sent
             ensure_bucket(transport, spec.region, ctx)
-            uri = compile_source_uri(spec, ctx)
-            sent = upload_artifact(transport, source, uri, digest)
-            on_event(f"{'uploaded' if sent else 'unchanged, not uploaded again:'} the compile job's source -> {uri}")
+            if digest is not None:
+                uri = compile_source_uri(spec, ctx)
+                sent = upload_artifact(transport, source, uri, digest)
+                on_event(
+                    f"{'uploaded' if sent else 'unchanged, not uploaded again:'} the compile job's source -> {uri}"
+                )
         Executor(transport, state, on_event=on_event).apply(
             spec.name, spec.region, "training", resources, spec_digest=loaded.digest, spec_json=spec.model_dump_json()
         )

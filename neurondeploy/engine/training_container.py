@@ -11,7 +11,8 @@ request's ``Environment`` plus the toolkit's ``SM_*`` variables (model, output a
 
 Not done here (the toolkit does it in the container): ``pip install -r requirements.txt`` (this environment
 already has the toolkit's dependencies), the container image itself (this Python stands in for its), the
-instance (this CPU). A general replay of CreateTrainingJob (checkpoints synced, the model packed to the output
+instance (this CPU). A request with ``ContainerEntrypoint`` (the LLM export) runs that command instead, with
+only the request's environment, as SageMaker does for an image without the toolkit. A general replay of CreateTrainingJob (checkpoints synced, the model packed to the output
 path) replaces this small runner where it exists.
 """
 
@@ -29,6 +30,7 @@ from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.resources.naming import split_s3
 
 HOST = "algo-1"
+OPT_ML = "/opt/ml"
 
 
 def _decode(value: str):
@@ -55,8 +57,22 @@ def _download_prefix(transport: AwsTransport, uri: str, directory: Path) -> None
             target.write_bytes(_get(transport, f"s3://{bucket}/{item['Key']}"))
 
 
+def own_entrypoint_command(request: dict, work_dir: Path) -> tuple[list[str], dict[str, str], Path]:
+    """A request that overrides the image's entrypoint (``ContainerEntrypoint`` + ``ContainerArguments``): SageMaker
+    runs exactly that, with the request's ``Environment`` and the /opt/ml directories, no toolkit in between;
+    here /opt/ml is ``work_dir`` (in the arguments and the environment's values)."""
+    algorithm = request["AlgorithmSpecification"]
+    argv = [*algorithm["ContainerEntrypoint"], *algorithm.get("ContainerArguments", [])]
+    argv = [arg.replace(OPT_ML, str(work_dir)) for arg in argv]
+    env = {key: value.replace(OPT_ML, str(work_dir)) for key, value in request.get("Environment", {}).items()}
+    return argv, env, work_dir
+
+
 def container_command(request: dict, work_dir: Path, processes: int = 1) -> tuple[list[str], dict[str, str], Path]:
-    """(argv, environment, working directory) of the job's entry, as the toolkit would start it."""
+    """(argv, environment, working directory) of the job's entry, as the toolkit would start it (or, when the
+    request overrides the entrypoint, as SageMaker starts that)."""
+    if "ContainerEntrypoint" in request["AlgorithmSpecification"]:
+        return own_entrypoint_command(request, work_dir)
     hyperparameters = {key: _decode(value) for key, value in request.get("HyperParameters", {}).items()}
     program = hyperparameters.pop("sagemaker_program")
     hyperparameters.pop("sagemaker_submit_directory", None)
@@ -98,14 +114,15 @@ def run_training_container(
     argv, job_env, code = container_command(request, work_dir, processes)
     code.mkdir(parents=True, exist_ok=True)
     hyperparameters = request.get("HyperParameters", {})
-    archive = _get(transport, _decode(hyperparameters["sagemaker_submit_directory"]))
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        tar.extractall(code, filter="data")
+    if "sagemaker_submit_directory" in hyperparameters:
+        archive = _get(transport, _decode(hyperparameters["sagemaker_submit_directory"]))
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            tar.extractall(code, filter="data")
     for channel in request.get("InputDataConfig", []):
         source = channel["DataSource"]["S3DataSource"]["S3Uri"]
         _download_prefix(transport, source, work_dir / "input" / "data" / channel["ChannelName"])
-    for name in ("SM_MODEL_DIR", "SM_OUTPUT_DATA_DIR"):
-        Path(job_env[name]).mkdir(parents=True, exist_ok=True)
+    for directory in (work_dir / "model", work_dir / "output" / "data"):
+        directory.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         argv, cwd=code, env={**env, **job_env}, capture_output=True, text=True, timeout=timeout_s, check=False
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from neurondeploy import catalog
 from neurondeploy.errors import CatalogError, PlanError
 from neurondeploy.planner import sizing, training_memory
+from neurondeploy.resources.precompiled import load_budget
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
 from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelArchitecture
 
@@ -392,6 +393,25 @@ def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
             f"{len(spec.compile.buckets)} buckets were given",
             "list one batch size and one sequence length",
         )
+    if dep.platform == "sagemaker" and dep.container.kind != "neurondeploy":
+        yield from _precompile_advice(loaded)
+
+
+def _precompile_advice(loaded: LoadedSpec) -> Iterable[Finding]:
+    """The startup budget of an LLM endpoint: an hour while the container downloads and compiles, minutes once
+    `compile --remote` has exported the model (then apply loads it from S3 and sets the budget it derives)."""
+    arch = model_architecture(loaded)
+    if arch is None:
+        return
+    weights = sizing.parameter_count(arch) * sizing.DTYPE_BYTES[loaded.spec.model.dtype]
+    budget, why = load_budget(int(weights))
+    yield warning(
+        "deployment.health_check_timeout_s",
+        f"without a precompiled model the container downloads {loaded.spec.model.hf_model_id} and compiles it at "
+        f"start within {loaded.spec.deployment.health_check_timeout_s} s; exported by compile --remote, apply "
+        f"points the endpoint at it in S3 and loading needs about {budget} s ({why})",
+        f"run `neurondeploy compile {loaded.source.file} --remote` before apply",
+    )
 
 
 def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:

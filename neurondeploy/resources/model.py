@@ -130,6 +130,10 @@ class PlanContext:
     source_digest: str | None = None  # of the packed source_dir: unchanged source, same object (and role prefix)
     serving_image_uri: str | None = None  # our serving container (container.kind neurondeploy on SageMaker)
     model_size_gib: float | None = None  # sizes SageMaker volumes when deployment.volume_gib is empty
+    # hf-vllm / hf-tgi: the S3 prefix `compile --remote` exported the model to, and its size in bytes (the load
+    # budget); None: the container downloads from the Hub and compiles at start
+    precompiled_model_uri: str | None = None
+    precompiled_model_bytes: int | None = None
     availability_zones: tuple[str, ...] = ()  # empty: the AZs offering the instance type, looked up at apply
     ami_id: str | None = None  # None: the DLAMI from ami_ssm_parameter, looked up once at apply
     ami_ssm_parameter: str = DLAMI_SSM_PARAMETER

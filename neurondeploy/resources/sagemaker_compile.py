@@ -18,10 +18,16 @@ from dataclasses import dataclass
 
 from neurondeploy import catalog
 from neurondeploy.errors import PlanError
-from neurondeploy.resources.iam import ecr_pull_statements, s3_statements, sagemaker_log_statements
+from neurondeploy.resources.iam import (
+    ecr_pull_statements,
+    s3_statements,
+    sagemaker_log_statements,
+    secret_read_statements,
+)
 from neurondeploy.resources.model import PlanContext, Request, Resource, resource, with_lookups
 from neurondeploy.resources.naming import bucket_name, parent_uri
 from neurondeploy.resources.sagemaker import NAME_MAX, execution_role_arn, execution_role_resources, sagemaker_tags
+from neurondeploy.resources.sagemaker_endpoint import container_image
 from neurondeploy.resources.sagemaker_training import FINISHED_JOB_REFUSAL
 from neurondeploy.specs import InferenceSpec
 
@@ -34,14 +40,23 @@ CROSS_COMPILE_ENV = "NEURONDEPLOY_NEURON_CPU_BACKEND"  # read by compiler.backen
 JOB_RESOURCE = "compile-job"
 
 
+# The LLM export job (container hf-vllm / hf-tgi) overrides the image's entrypoint: the wrapper image's resolver
+# reads the spec's secrets (the gated model's HF_TOKEN) through the job's role, then runs the export module.
+EXPORT_WORK_DIR = "/opt/ml/output/work"
+LLM_ENTRYPOINT = ["python3", "-m", "neurondeploy.aws.secrets", "--", "python3", "-m"]
+
+
 @dataclass(frozen=True)
 class CompileJob:
-    """What the job compiles to: the artifact's content key, the S3 cache it is stored in, the SDK and the host."""
+    """What the job compiles to: the artifact's content key, the S3 cache it is stored in, the SDK and the host;
+    for an LLM, the export module and its arguments (compiler.llm_export.job_arguments)."""
 
     artifact_key: str
     cache_uri: str
     sdk: str
     instance_type: str = DEFAULT_COMPILE_INSTANCE
+    export_module: str | None = None
+    export_arguments: tuple[str, ...] = ()
 
 
 def compile_deployment(spec: InferenceSpec) -> InferenceSpec:
@@ -109,16 +124,64 @@ def create_compile_job_request(spec: InferenceSpec, ctx: PlanContext, job: Compi
     }
 
 
+def job_environment(region: str) -> dict[str, str]:
+    """The region for the cache's S3 client (the resolver takes it from the secret's ARN), and the Hub download,
+    the compiler's work and the cache's staging on the job's ML storage volume under /opt/ml rather than the
+    container's root filesystem (a 16 GB checkpoint and its export do not fit there). /opt/ml/output/data is what
+    SageMaker uploads; output/work is not."""
+    return {
+        "AWS_DEFAULT_REGION": region,
+        "HF_HOME": f"{EXPORT_WORK_DIR}/hf",
+        "NEURONDEPLOY_CACHE_DIR": f"{EXPORT_WORK_DIR}/cache",
+        "NEURON_COMPILE_CACHE_URL": f"{EXPORT_WORK_DIR}/neuron-cache",
+    }
+
+
+def create_llm_export_job_request(spec: InferenceSpec, ctx: PlanContext, job: CompileJob) -> dict:
+    """The container's own export on the spec's image (the wrapper of the catalogue's Hugging Face image: the SDK
+    and optimum-neuron it pins). No source archive: the image carries the job's code. The Hub token, if any, is
+    a Secrets Manager reference in the environment, read in the job, never a value here."""
+    if not spec.deployment.container.image_uri:
+        raise PlanError(
+            f"{spec.name}: compile --remote of an LLM runs in the wrapper image of infra/hf-secrets, which carries "
+            "the export job's code; the catalogue's Hugging Face image alone does not",
+            "build infra/hf-secrets over the catalogue image, push it and set deployment.container.image_uri",
+        )
+    return {
+        "TrainingJobName": compile_job_name(spec, ctx),
+        "AlgorithmSpecification": {
+            "TrainingImage": container_image(spec, ctx),
+            "TrainingInputMode": "File",
+            "ContainerEntrypoint": [*LLM_ENTRYPOINT, job.export_module],
+            "ContainerArguments": list(job.export_arguments),
+        },
+        "RoleArn": execution_role_arn(spec),
+        "OutputDataConfig": {"S3OutputPath": compile_output_uri(spec, ctx)},
+        "ResourceConfig": {"InstanceType": job.instance_type, "InstanceCount": 1}
+        | ({} if job.instance_type.startswith("ml.trn") else {"VolumeSizeInGB": COMPILE_VOLUME_GIB}),
+        "StoppingCondition": {"MaxRuntimeInSeconds": COMPILE_MAX_RUNTIME_S},
+        "Environment": {**job_environment(spec.region), **spec.deployment.container.runtime_env()},
+        "Tags": sagemaker_tags(spec, **{"neurondeploy:run-id": ctx.run_id}),
+    }
+
+
 def compile_job_resources(spec: InferenceSpec, ctx: PlanContext, job: CompileJob) -> list[Resource]:
     """Execution role (unless ``iam.role_arn``): read the source, read and write the compile cache, pull the image,
-    write its logs; and the job. ``spec`` is :func:`compile_deployment`'s."""
-    request = create_compile_job_request(spec, ctx, job)
-    statements = (
-        s3_statements(
+    write its logs (and, for an LLM export, read the spec's secrets); and the job. ``spec`` is
+    :func:`compile_deployment`'s."""
+    if job.export_module:
+        request = create_llm_export_job_request(spec, ctx, job)
+        storage = s3_statements(spec.region, write=[job.cache_uri, compile_output_uri(spec, ctx)])
+        storage += secret_read_statements(spec)
+    else:
+        request = create_compile_job_request(spec, ctx, job)
+        storage = s3_statements(
             spec.region,
             read=[parent_uri(compile_source_uri(spec, ctx))],
             write=[job.cache_uri, compile_output_uri(spec, ctx)],
         )
+    statements = (
+        storage
         + ecr_pull_statements(spec.region, [request["AlgorithmSpecification"]["TrainingImage"]])
         + sagemaker_log_statements(spec.region, ctx, "TrainingJobs")
     )

@@ -29,6 +29,13 @@ from neurondeploy.resources.naming import (
     parent_uri,
     partition,
 )
+from neurondeploy.resources.precompiled import (
+    load_budget,
+    model_data_source,
+    precompiled_env,
+    uses_precompiled,
+    without_hub_token,
+)
 from neurondeploy.resources.sagemaker import (
     FIND_SAGEMAKER,
     NAME_MAX,
@@ -116,6 +123,8 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
             "NEURONDEPLOY_TASK": spec.task,
             SERVING_ENV: serving_env_value(spec.serving),
         }
+    if uses_precompiled(spec, ctx):  # loaded from /opt/ml/model: no Hub id, no Hub token
+        return {**env, **precompiled_env(spec), **without_hub_token(spec).deployment.container.runtime_env()}
     return {**env, **spec.deployment.container.runtime_env()}  # secrets as references only
 
 
@@ -127,6 +136,8 @@ def create_model_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
     }
     if spec.deployment.container.kind == "neurondeploy":  # HF containers load the model from the Hub themselves
         container["ModelDataUrl"] = artifact_uri(spec, ctx)
+    elif uses_precompiled(spec, ctx):  # ... unless compile --remote exported it: then from S3, uncompressed
+        container["ModelDataSource"] = model_data_source(ctx.precompiled_model_uri)
     params = {"PrimaryContainer": container, "ExecutionRoleArn": execution_role_arn(spec)}
     if vpc_config(spec):
         params["VpcConfig"] = vpc_config(spec)
@@ -158,6 +169,13 @@ def endpoint_volume_gib(spec: InferenceSpec, ctx: PlanContext) -> int | None:
     return min(VOLUME_MAX_GIB, max(VOLUME_MIN_GIB, wanted))
 
 
+def startup_budget_s(spec: InferenceSpec, ctx: PlanContext) -> int:
+    """The spec's health-check budget, or over a precompiled model what loading it needs (never more)."""
+    if uses_precompiled(spec, ctx) and ctx.precompiled_model_bytes is not None:
+        return min(spec.deployment.health_check_timeout_s, load_budget(ctx.precompiled_model_bytes)[0])
+    return spec.deployment.health_check_timeout_s
+
+
 def create_endpoint_config_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
     deployment = spec.deployment
     variant = {
@@ -166,7 +184,7 @@ def create_endpoint_config_request(spec: InferenceSpec, ctx: PlanContext) -> dic
         "InstanceType": "ml." + deployment.instance_type,
         "InitialInstanceCount": capacity(spec)[2],
         "InitialVariantWeight": 1.0,
-        "ContainerStartupHealthCheckTimeoutInSeconds": deployment.health_check_timeout_s,
+        "ContainerStartupHealthCheckTimeoutInSeconds": startup_budget_s(spec, ctx),
         "ModelDataDownloadTimeoutInSeconds": deployment.model_download_timeout_s,
         "InferenceAmiVersion": INFERENCE_AMI,
     }
@@ -246,7 +264,9 @@ def endpoint_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resource]:
     )
     if spec.deployment.container.kind == "neurondeploy":
         statements = s3_statements(spec.region, read=[parent_uri(artifact_uri(spec, ctx))]) + statements
-    statements += secret_read_statements(spec)
+    if uses_precompiled(spec, ctx):
+        statements = s3_statements(spec.region, read=[ctx.precompiled_model_uri]) + statements
+    statements += secret_read_statements(without_hub_token(spec) if uses_precompiled(spec, ctx) else spec)
     resources = execution_role_resources(spec, statements, "endpoint") + security_group_resources(spec, training=False)
 
     model = create_model_request(spec, ctx)

@@ -159,6 +159,14 @@ class ModelSpec(StrictModel):
             pattern=r"^[\w.\-]+(/[\w.\-]+)?$",
         ),
     ] = None
+    hf_revision: Annotated[
+        str | None,
+        Field(
+            description="Hub revision (commit sha, tag or branch) of hf_model_id that compile --remote exports and "
+            "keys its cached model by. Empty: main, which can move: pin a commit sha for a reproducible cache key.",
+            pattern=r"^[\w.\-/]{1,128}$",
+        ),
+    ] = None
     architecture: Annotated[
         ModelArchitecture | None,
         Field(description="Shape numbers for sizing; read from config.json when path is a HF directory."),
@@ -179,6 +187,8 @@ class ModelSpec(StrictModel):
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
         given = [name for name in ("path", "factory", "hf_model_id") if getattr(self, name)]
+        if self.hf_revision and not self.hf_model_id:
+            raise ValueError("hf_revision is the revision of hf_model_id; remove it or set hf_model_id")
         if len(given) != 1:
             raise ValueError(
                 "give exactly one of path (local directory or .pt file), factory (module:function) or hf_model_id"

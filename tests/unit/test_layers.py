@@ -32,6 +32,7 @@ HEAVY_OPTIONAL = {
     "torch_neuronx",
     "torch_xla",
     "transformers",
+    "huggingface_hub",  # in the Hugging Face images: the LLM export job downloads a pinned revision with it
     "boto3",
     "botocore",
     "jmespath",
