@@ -167,7 +167,10 @@ class Server:
                 time.sleep(0.1)
             if not group_pids(self.process.pid):
                 break
-        self.process.poll()
+        try:
+            self.process.wait(timeout=5)  # reap it: no zombie left behind while the other servers run
+        except subprocess.TimeoutExpired:
+            pass
         self.handle.close()
 
 

@@ -78,9 +78,7 @@ class ModelRunner:
         backend = getattr(tokenizer, "backend_tokenizer", None)
         if backend is None:
             return tokenizer, lambda texts: tokenizer(texts, truncation=False, add_special_tokens=True)["input_ids"]
-        from tokenizers import Tokenizer
-
-        rust = Tokenizer.from_str(backend.to_str())  # our own copy: its truncation and padding are ours to set
+        rust = type(backend).from_str(backend.to_str())  # our own copy: its truncation and padding are ours to set
         rust.no_padding()
         if self.serving.on_long_input == "truncate":
             rust.enable_truncation(self.max_length)

@@ -18,7 +18,7 @@ from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.compiler.models import load_model
 from neurondeploy.specs import parse_spec
 
-from .serving_support import FIXTURES, Server
+from .serving_support import FIXTURES, Server, free_port  # noqa: F401 (test_local_apply imports free_port from here)
 
 pytestmark = pytest.mark.integration
 MINILM_SPEC = """kind: inference
