@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -201,18 +200,18 @@ class ModelRunner:
         return self.outputs(self.forward(replica, items))
 
     def warm_up(self) -> None:
-        """One inference per bucket and replica (/ping turns healthy only after every module has run), then one
-        timed run per bucket: the batcher uses the timings to pick group sizes."""
+        """One inference per bucket and replica (/ping turns healthy only after every module has run), then two
+        timed runs per bucket: the batcher uses the timings to pick group sizes."""
         for replica in range(len(self.replicas)):
             for batch, length in self.buckets:
                 self._run_padding(replica, batch, length)
-        for batch, length in self.buckets:  # the median of 3: one run on a busy machine can be far off
+        for batch, length in self.buckets:  # the faster of 2: other work on the machine only ever adds time
             spent = []
-            for _ in range(3):
+            for _ in range(2):
                 start = time.perf_counter()
                 self._run_padding(0, batch, length)
                 spent.append(time.perf_counter() - start)
-            self.bucket_seconds[(batch, length)] = statistics.median(spent)
+            self.bucket_seconds[(batch, length)] = min(spent)
 
     def _run_padding(self, replica: int, batch: int, length: int) -> None:
         if self.image:
