@@ -276,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     invoke.add_argument("--data", required=True, help='JSON body, @file, or plain text sent as {"inputs": text}')
     invoke.add_argument("--region", help="for SageMaker endpoints (default: the spec's, or the AWS default)")
     invoke.add_argument(
+        "--out", metavar="FILE", help="write the whole answer to FILE as JSON (a one-line summary on stderr)"
+    )
+    invoke.add_argument(
         "--state", metavar="FILE_OR_S3_URI", help="where to look up a deployment name (default as apply)"
     )
     invoke.set_defaults(handler="serve:cmd_invoke")

@@ -6,10 +6,10 @@ import json
 import sys
 from pathlib import Path
 
-from neurondeploy.cli.output import bucket_line, console_err, print_json
+from neurondeploy.cli.output import bucket_line, compact_json, console_err
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.serving import local
-from neurondeploy.serving.client import invoke, parse_data
+from neurondeploy.serving.client import InvokeError, invoke, parse_data
 from neurondeploy.serving.server import resolve_target, run_server
 from neurondeploy.specs import load_spec
 
@@ -76,5 +76,13 @@ def cmd_apply_local(args) -> int:
 
 
 def cmd_invoke(args) -> int:
-    print_json(invoke(args.target, parse_data(args.data), region=args.region, state_location=args.state))
+    answer = invoke(args.target, parse_data(args.data), region=args.region, state_location=args.state)
+    if args.out:
+        try:
+            Path(args.out).write_text(json.dumps(answer) + "\n")
+        except OSError as exc:
+            raise InvokeError(f"--out {args.out}: cannot write ({exc.strerror})", "check the path") from None
+        print(f"wrote {local.describe_answer(answer)} to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(compact_json(answer) + "\n")
     return 0

@@ -1,36 +1,48 @@
 """The SageMaker inference container contract over HTTP: GET /ping, POST /invocations, plus GET /metrics.
 
 /ping answers 200 only once the artifact is loaded and a warm-up inference ran on every bucket; until then
-(SageMaker pings while the container loads) it answers 503. Bad requests get 400/413 with a message and never
-reach the model; a full queue gets 503 with Retry-After; a failing model call answers 500 to its own batch only.
+(SageMaker pings while the container loads) it answers 503. The event loop does HTTP only: it checks the headers
+(415, 406, a declared body over the limit 413), admits the request or answers 503 with Retry-After when
+``serving.max_queue`` requests are already in the server (before reading the body or doing any work), reads the
+body, and hands it to a fixed pool of worker threads. A worker parses and tokenises it (400 with a message for a
+bad one, never reaching the model), queues its items for the batcher, runs the model itself when a replica is
+idle, and writes the answer bytes; the loop only sends them. A failing model call answers 500 to its own group's
+requests only. The app is plain ASGI: a framework's routing and request objects would cost more than this work.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
-from starlette.routing import Route
 
-from neurondeploy.serving.batcher import DynamicBatcher, QueueFull
+from neurondeploy.serving.batcher import DynamicBatcher
+from neurondeploy.serving.cpu import CpuAccount
+from neurondeploy.serving.media import Unsupported, read_payloads, request_type, response_type, write_answers
 from neurondeploy.serving.runtime import BadRequest, ModelRunner
 from neurondeploy.specs.inference import ServingSpec
 
 RETRY_AFTER_S = 1
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+JSON = b"application/json"
+RETRY = ((b"retry-after", str(RETRY_AFTER_S).encode()),)
+
+# status, body, content type, extra headers
+Reply = tuple[int, bytes, bytes, tuple[tuple[bytes, bytes], ...]]
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, cpu: CpuAccount) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "neurondeploy_requests", "Requests by route and status code", ["route", "code"], registry=self.registry
@@ -52,6 +64,14 @@ class Metrics:
             registry=self.registry,
         )
         self.ready = Gauge("neurondeploy_ready", "1 once the model is loaded and warmed up", registry=self.registry)
+        Gauge(
+            "neurondeploy_process_cpu_seconds", "CPU seconds of the whole server process", registry=self.registry
+        ).set_function(cpu.process_seconds)
+        Gauge(
+            "neurondeploy_model_cpu_seconds",
+            "CPU seconds inside the model: the calling thread during each forward, plus torch's own threads",
+            registry=self.registry,
+        ).set_function(cpu.model_seconds)
 
     def observe_batch(self, size: int, waits: list[float]) -> None:
         self.batch_size.observe(size)
@@ -59,16 +79,19 @@ class Metrics:
             self.queue_seconds.observe(wait)
 
 
-def _json(data, status: int = 200, headers: dict | None = None) -> Response:
-    return Response(orjson.dumps(data), status_code=status, media_type="application/json", headers=headers)
+def _error(status: int, message: str, headers: tuple = ()) -> Reply:
+    return status, orjson.dumps({"error": message}), JSON, headers
 
 
-def _error(status: int, message: str, headers: dict | None = None) -> Response:
-    return _json({"error": message}, status, headers)
+def _header(scope: dict, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
 
 
 class InferenceServer:
-    """State of one server: the runner (once loaded), the batcher, and the metrics."""
+    """State of one server: the runner (once loaded), the worker pool, the batcher, and the metrics. An ASGI app."""
 
     def __init__(self, artifact_dir: Path, serving: ServingSpec, replicas: int = 1, runtime: str | None = None) -> None:
         self.artifact_dir = artifact_dir
@@ -77,9 +100,18 @@ class InferenceServer:
         self.runtime = runtime
         self.runner: ModelRunner | None = None
         self.batcher: DynamicBatcher | None = None
-        self.metrics = Metrics()
+        self.pool: ThreadPoolExecutor | None = None
+        self.cpu = CpuAccount()
+        self.metrics = Metrics(self.cpu)
         self.load_error: str | None = None
         self.loading: asyncio.Task | None = None
+        self.admitted = 0  # requests in the server: being read, parsed, queued or run
+        self.pong = b""
+
+    def app(self) -> InferenceServer:
+        return self
+
+    # --- lifecycle ------------------------------------------------------------------------------------------------
 
     def _load(self) -> ModelRunner:
         runner = ModelRunner(self.artifact_dir, self.serving, self.replica_count, self.runtime)
@@ -95,96 +127,165 @@ class InferenceServer:
         except Exception as exc:  # reported by /ping (and the log) instead of killing the process SageMaker watches
             self.load_error = f"{type(exc).__name__}: {exc}"
             return
+        runner.forward_context = self.cpu.forward
+        replicas = len(runner.replicas)
+        # Each replica's model runs in the worker thread that found it idle; the others parse and tokenise.
+        self.pool = ThreadPoolExecutor(replicas + max(2, os.cpu_count() or 2), thread_name_prefix="neurondeploy")
         self.batcher = DynamicBatcher(
             runner.run,
-            len(runner.replicas),
+            replicas,
             runner.max_batch,
             self.serving.max_batch_delay_ms / 1000,
-            self.serving.max_queue,
             self.metrics.observe_batch,
             group_size=runner.group_size,
         )
-        self.batcher.start()
+        self.pong = orjson.dumps({"status": "ok", "model": runner.manifest.name})
         self.runner = runner
         self.metrics.ready.set(1)
 
     async def stop(self) -> None:
+        """uvicorn has drained the requests by now (graceful shutdown); let the workers finish what they hold."""
         if self.loading:
             self.loading.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.loading
-        if self.batcher:
-            await self.batcher.stop()
+        if self.pool:
+            await asyncio.to_thread(self.pool.shutdown, wait=True)
+
+    # --- ASGI -----------------------------------------------------------------------------------------------------
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"], scope["method"]
+        if path == "/invocations" and method == "POST":
+            started = time.perf_counter()
+            reply = await self._invoke(scope, receive)
+            status = reply[0]
+            self.metrics.requests.labels("/invocations", str(status)).inc()
+            if status >= 400:
+                self.metrics.errors.labels(str(status)).inc()
+            self.metrics.latency.observe(time.perf_counter() - started)
+        elif path == "/ping" and method in ("GET", "HEAD"):
+            reply = self._ping()
+        elif path == "/metrics" and method == "GET":
+            reply = 200, generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST.encode(), ()
+        elif path in ("/invocations", "/ping", "/metrics"):
+            reply = _error(405, f"{method} is not allowed on {path}")
+        else:
+            reply = _error(404, f"no route {path}: the server answers GET /ping, POST /invocations, GET /metrics")
+        status, body, content_type, headers = reply
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", content_type), (b"content-length", b"%d" % len(body)), *headers],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _lifespan(self, receive: Callable, send: Callable) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await self.start()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
     # --- routes ---------------------------------------------------------------------------------------------------
 
-    async def ping(self, request: Request) -> Response:
+    def _ping(self) -> Reply:
         if self.runner is None:
             return _error(503, self.load_error or "loading the model")
-        return _json({"status": "ok", "model": self.runner.manifest.name})
+        return 200, self.pong, JSON, ()
 
-    async def metrics_route(self, request: Request) -> Response:
-        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    async def invocations(self, request: Request) -> Response:
-        started = time.perf_counter()
-        response = await self._invoke(request)
-        self.metrics.requests.labels("/invocations", str(response.status_code)).inc()
-        if response.status_code >= 400:
-            self.metrics.errors.labels(str(response.status_code)).inc()
-        self.metrics.latency.observe(time.perf_counter() - started)
-        return response
-
-    async def _invoke(self, request: Request) -> Response:
-        if self.runner is None:
-            return _error(503, "the model is not loaded yet", {"Retry-After": str(RETRY_AFTER_S)})
-        body = await self._read_body(request)
-        if isinstance(body, Response):
-            return body
+    async def _invoke(self, scope: dict, receive: Callable) -> Reply:
+        if self.batcher is None:
+            return _error(503, "the model is not loaded yet", RETRY)
         try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return _error(400, f"the body is not valid JSON ({exc})")
-        try:
-            items, single = self.runner.parse(payload)
-        except BadRequest as exc:
-            return _error(400, str(exc))
-        try:
-            outputs = await self.batcher.submit(items)
-        except QueueFull as exc:
-            return _error(503, f"busy: {exc}", {"Retry-After": str(RETRY_AFTER_S)})
-        except Exception as exc:
-            return _error(500, f"the model call failed: {type(exc).__name__}: {exc}")
-        return _json(outputs[0] if single else outputs)
-
-    async def _read_body(self, request: Request) -> bytes | Response:
+            request_media = request_type(_header(scope, b"content-type"))
+            response_media = response_type(_header(scope, b"accept"), request_media)
+        except Unsupported as exc:
+            return _error(exc.status, str(exc))
         limit = self.serving.max_body_bytes
-        declared = request.headers.get("content-length")
+        declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             return _error(413, f"the body has {declared} bytes; at most {limit} (serving.max_body_bytes)")
-        chunks, size = [], 0
+        if self.admitted >= self.serving.max_queue:
+            return _error(
+                503, f"busy: {self.admitted} requests in the server (serving.max_queue {self.serving.max_queue})", RETRY
+            )
+        self.admitted += 1
         try:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    return _error(413, f"the body is over {limit} bytes (serving.max_body_bytes)")
-                chunks.append(chunk)
-        except ClientDisconnect:
-            return _error(400, "the client went away")
-        return b"".join(chunks)
+            body = await self._read_body(receive, limit)
+            if not isinstance(body, bytes):
+                return body
+            loop = asyncio.get_running_loop()
+            answered = loop.create_future()
 
-    def app(self) -> Starlette:
-        @contextlib.asynccontextmanager
-        async def lifespan(app):
-            await self.start()
-            yield
-            await self.stop()
+            def reply(result: Reply) -> None:  # from a worker thread
+                loop.call_soon_threadsafe(_resolve, answered, result)
 
-        return Starlette(
-            routes=[
-                Route("/ping", self.ping, methods=["GET"]),
-                Route("/invocations", self.invocations, methods=["POST"]),
-                Route("/metrics", self.metrics_route, methods=["GET"]),
-            ],
-            lifespan=lifespan,
-        )
+            self.pool.submit(self._process, body, request_media, response_media, reply)
+            return await answered
+        finally:
+            self.admitted -= 1
+
+    async def _read_body(self, receive: Callable, limit: int) -> bytes | Reply:
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return _error(400, "the client went away")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return _error(413, f"the body is over {limit} bytes (serving.max_body_bytes)")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    # --- in a worker thread ---------------------------------------------------------------------------------------
+
+    def _process(self, body: bytes, request_media: str, response_media: str, reply: Callable[[Reply], None]) -> None:
+        try:
+            parsed = [self.runner.parse(payload) for payload in read_payloads(body, request_media)]
+            total = sum(len(items) for items, _ in parsed)
+            if total > self.serving.max_items_per_request:
+                raise BadRequest(f"{total} inputs in one request; at most {self.serving.max_items_per_request}")
+        except BadRequest as exc:
+            reply(_error(400, str(exc)))
+            return
+        except Exception as exc:  # a bug, not the client's fault: answer rather than leave the request hanging
+            reply(_error(500, f"reading the request failed: {type(exc).__name__}: {exc}"))
+            return
+
+        def done(outputs: list[Any] | None, error: BaseException | None) -> None:
+            if error is not None:
+                reply(_error(500, f"the model call failed: {type(error).__name__}: {error}"))
+                return
+            try:
+                answers, offset = [], 0
+                for items, single in parsed:
+                    answer = outputs[offset : offset + len(items)]
+                    answers.append(answer[0] if single else answer)
+                    offset += len(items)
+                reply((200, write_answers(answers, request_media, response_media), response_media.encode(), ()))
+            except Exception as exc:
+                reply(_error(500, f"writing the answer failed: {type(exc).__name__}: {exc}"))
+
+        try:
+            self.batcher.submit([item for items, _ in parsed for item in items], done)
+        except Exception as exc:
+            reply(_error(500, f"the model call failed: {type(exc).__name__}: {exc}"))
+
+
+def _resolve(future: asyncio.Future, result: Reply) -> None:
+    if not future.done():
+        future.set_result(result)

@@ -33,7 +33,9 @@ class Target:
 
 
 def parse_data(data: str) -> bytes:
-    """``--data`` is JSON text, ``@file`` for a file's contents, or plain text sent as {"inputs": text}."""
+    """``--data`` is JSON text, ``@file`` for a file's contents, or plain text sent as {"inputs": text}. Text that
+    starts like JSON (``{`` or ``[``) or a file must parse: sending a broken JSON body as a text input would
+    embed the typo instead of saying so."""
     if data.startswith("@"):
         try:
             raw = Path(data[1:]).read_bytes()
@@ -44,9 +46,14 @@ def parse_data(data: str) -> bytes:
     try:
         json.loads(raw)
         return raw
-    except ValueError:
-        if data.startswith("@"):
-            raise InvokeError(f"--data {data}: the file is not JSON", 'write e.g. {"inputs": ["some text"]}') from None
+    except ValueError as exc:
+        where = f"--data {data}: the file" if data.startswith("@") else "--data"
+        if data.startswith("@") or data.lstrip().startswith(("{", "[")):
+            raise InvokeError(
+                f"{where} is not valid JSON: {exc}",
+                'fix the JSON, e.g. {"inputs": ["some text"]}; plain text (not starting with { or [) is sent as '
+                '{"inputs": text}',
+            ) from None
         return json.dumps({"inputs": data}).encode()
 
 

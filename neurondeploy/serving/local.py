@@ -19,6 +19,7 @@ from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.serving.app import InferenceServer
 from neurondeploy.serving.client import invoke
+from neurondeploy.serving.http_limits import uvicorn_config
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 
 READY_TIMEOUT_S = 300
@@ -83,15 +84,7 @@ def start_local_endpoint(
         on_bucket=on_bucket,
     )
     server = InferenceServer(result.artifact_dir, spec.serving, 1, current_runtime())
-    config = uvicorn.Config(
-        server.app(),
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=10,
-    )
+    config = uvicorn_config(server.app(), spec.serving, host, port, timeout_graceful_shutdown=10)
     uvicorn_server = uvicorn.Server(config)
     uvicorn_server.install_signal_handlers = lambda: None  # the main thread owns Ctrl-C
     thread = threading.Thread(target=uvicorn_server.run, name="neurondeploy-local-endpoint", daemon=True)

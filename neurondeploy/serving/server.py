@@ -21,6 +21,7 @@ from neurondeploy.errors import NeurondeployError
 from neurondeploy.manifest import read_manifest
 from neurondeploy.planner.artifact_target import gate_artifact
 from neurondeploy.serving.app import InferenceServer
+from neurondeploy.serving.http_limits import uvicorn_config
 from neurondeploy.specs import InferenceSpec, load_spec
 from neurondeploy.specs.inference import SERVING_ENV, ServingSpec
 
@@ -95,21 +96,5 @@ def run_server(
     server = InferenceServer(
         target.artifact_dir, target.serving, replicas or default_replicas(target.spec, runtime), runtime
     )
-    config = uvicorn.Config(
-        server.app(),
-        host=host,
-        port=port or target.serving.port,
-        log_level=log_level,
-        access_log=False,
-        timeout_graceful_shutdown=30,
-        lifespan="on",
-        loop="uvloop" if _has("uvloop") else "asyncio",
-        http="httptools" if _has("httptools") else "h11",
-    )
+    config = uvicorn_config(server.app(), target.serving, host, port or target.serving.port, log_level=log_level)
     uvicorn.Server(config).run()
-
-
-def _has(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None

@@ -439,7 +439,15 @@ class ServingSpec(StrictModel):
     max_batch_delay_ms: Annotated[
         float, Field(description="How long a request may wait for others to fill a batch.", ge=0, le=1000)
     ] = 5.0
-    max_queue: Annotated[int, Field(description="Queued requests before answering 503.", ge=1, le=100000)] = 256
+    max_queue: Annotated[
+        int,
+        Field(
+            description="Requests in the server at once (being read, parsed, queued or run); one more is answered "
+            "503 with Retry-After before any work.",
+            ge=1,
+            le=100000,
+        ),
+    ] = 256
     max_body_bytes: Annotated[
         int, Field(description="Largest request body accepted (413 above).", ge=1024, le=100 * 2**20)
     ] = 2**20
@@ -450,6 +458,52 @@ class ServingSpec(StrictModel):
         Literal["truncate", "refuse"],
         Field(description="Inputs longer than the largest sequence bucket: truncate them, or answer 400."),
     ] = "truncate"
+    max_header_bytes: Annotated[
+        int,
+        Field(
+            description="Largest request line plus headers (431 and close above); the ALB's own limit is 64 KiB.",
+            ge=1024,
+            le=2**20,
+        ),
+    ] = 64 * 2**10
+    max_header_count: Annotated[
+        int, Field(description="Most header fields in one request (431 and close above).", ge=8, le=10000)
+    ] = 100
+    header_timeout_s: Annotated[
+        float,
+        Field(
+            description="A request's line and headers must arrive within this many seconds of its first byte (or of "
+            "the connection opening); 408 and close otherwise (slow-header clients).",
+            gt=0,
+            le=600,
+        ),
+    ] = 10.0
+    body_timeout_s: Annotated[
+        float,
+        Field(
+            description="A request's body must arrive within this many seconds of its headers; 408 and close "
+            "otherwise (slow-body clients).",
+            gt=0,
+            le=3600,
+        ),
+    ] = 30.0
+    idle_timeout_s: Annotated[
+        float,
+        Field(
+            description="A keep-alive connection with no request in progress is closed after this many seconds; "
+            "longer than the load balancer's idle timeout (ALB default 60 s), so the ALB closes first.",
+            ge=1,
+            le=4000,
+        ),
+    ] = 65.0
+    max_connections: Annotated[
+        int,
+        Field(
+            description="Open client connections at once; one more is answered 503 and closed at once.",
+            ge=1,
+            le=100000,
+        ),
+    ] = 1000
 
 
 SERVING_ENV = "NEURONDEPLOY_SERVING"  # the container contract: the serving section, as JSON, in the environment

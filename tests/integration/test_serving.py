@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,9 +18,9 @@ from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.compiler.models import load_model
 from neurondeploy.specs import parse_spec
 
+from .serving_support import FIXTURES, Server, free_port  # noqa: F401 (test_local_apply imports free_port from here)
+
 pytestmark = pytest.mark.integration
-REPO = Path(__file__).parents[2]
-FIXTURES = REPO / "tests" / "fixtures"
 MINILM_SPEC = """kind: inference
 name: minilm
 task: feature-extraction
@@ -36,50 +33,6 @@ task: feature-extraction
 model: {factory: "tiny_models:text_encoder", dtype: float32}
 compile: {batch_sizes: [1, 4], sequence_lengths: [8]}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    def __init__(self, artifact: Path, serving: dict | None = None, args: tuple[str, ...] = ()) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = os.environ | {"PYTHONPATH": str(FIXTURES)}
-        if serving:
-            env["NEURONDEPLOY_SERVING"] = json.dumps(serving)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "neurondeploy.cli", "serve", str(artifact), "--port", str(self.port), *args],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def wait_ready(self, timeout: float = 120) -> httpx.Response:
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.process.stderr.read()
-            try:
-                last = httpx.get(f"{self.url}/ping", timeout=2)
-                if last.status_code == 200:
-                    return last
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"server not ready: {last and last.text}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,77 @@
+"""`neurondeploy invoke` as a user runs it: a broken JSON body is refused before anything is sent, and answers
+are printed compactly (one line per vector) or written whole to --out. The endpoint is a stdlib HTTP server on
+loopback that records what reaches it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+EMBEDDINGS = [[round(0.001 * i, 3) for i in range(384)], [-0.5] * 384]
+
+
+@pytest.fixture
+def endpoint():
+    received: list[bytes] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (the stdlib's name)
+            received.append(self.rfile.read(int(self.headers["content-length"])))
+            body = json.dumps(EMBEDDINGS).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", received
+    server.shutdown()
+    server.server_close()
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "neurondeploy.cli", "invoke", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_malformed_json_is_refused_with_the_parse_error_and_nothing_is_sent(endpoint, tmp_path):
+    url, received = endpoint
+    result = invoke(url, "--data", '{"inputs": ["hello"')
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "--data is not valid JSON" in result.stderr and "line 1" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    broken = tmp_path / "body.json"
+    broken.write_text('[{"inputs": 1},')
+    from_file = invoke(url, "--data", f"@{broken}")
+    assert from_file.returncode != 0 and "the file is not valid JSON" in from_file.stderr
+    assert received == []  # refused before any request
+
+
+def test_plain_text_is_sent_as_inputs_and_embeddings_print_one_line_each(endpoint):
+    url, received = endpoint
+    result = invoke(url, "--data", "hello there")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(received[0]) == {"inputs": "hello there"}
+    assert json.loads(result.stdout) == EMBEDDINGS
+    assert len(result.stdout.splitlines()) == 4  # "[", one line per embedding, "]"
+
+
+def test_out_writes_the_whole_answer_to_a_file(endpoint, tmp_path):
+    url, received = endpoint
+    out = tmp_path / "answer.json"
+    result = invoke(url, "--data", '{"inputs": ["a", "b"]}', "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(out.read_text()) == EMBEDDINGS and result.stdout == ""
+    assert f"to {out}" in result.stderr and "384 values" in result.stderr
+    assert json.loads(received[0]) == {"inputs": ["a", "b"]}
