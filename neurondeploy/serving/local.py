@@ -63,8 +63,6 @@ def start_local_endpoint(
     on_bucket=None,
 ) -> LocalEndpoint:
     """Compile (cache first) and start the server in a background thread; returns once it is listening."""
-    import uvicorn
-
     spec = loaded.spec
     if not isinstance(spec, InferenceSpec):
         raise LocalApplyError(f"{loaded.source.file} is a training spec", "use `neurondeploy train SPEC --local`")
@@ -83,8 +81,16 @@ def start_local_endpoint(
         on_bucket=on_bucket,
     )
     server = InferenceServer(result.artifact_dir, spec.serving, 1, current_runtime())
+    stop, thread = serve_in_thread(server.app(), host, port)
+    return LocalEndpoint(f"http://{host}:{port}", result.artifact_dir, stop, thread)
+
+
+def serve_in_thread(app, host: str, port: int) -> tuple[Callable[[], None], threading.Thread]:
+    """Run an ASGI app under uvicorn in a background thread; returns (stop, thread)."""
+    import uvicorn
+
     config = uvicorn.Config(
-        server.app(),
+        app,
         host=host,
         port=port,
         log_level="warning",
@@ -101,7 +107,7 @@ def start_local_endpoint(
         uvicorn_server.should_exit = True
         thread.join(timeout=30)
 
-    return LocalEndpoint(f"http://{host}:{port}", result.artifact_dir, stop, thread)
+    return stop, thread
 
 
 def wait_until_ready(endpoint: LocalEndpoint, timeout_s: float = READY_TIMEOUT_S) -> None:

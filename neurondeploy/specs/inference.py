@@ -71,7 +71,9 @@ class ModelSpec(StrictModel):
         str | None,
         Field(
             description="Local Hugging Face model directory (config.json + weights + tokenizer), a TorchScript .pt file, "
-            "or pkg://<python package>/<subdir> for a model directory shipped inside an installed package."
+            "or pkg://<python package>/<subdir> for a model directory shipped inside an installed package. With an "
+            "hf-vllm / hf-tgi container: a causal-LM directory, served locally and shipped to the endpoint as its "
+            "model data."
         ),
     ] = None
     factory: Annotated[
@@ -389,8 +391,12 @@ class InferenceSpec(SpecBase):
                 "task",
                 f"container {container} serves decoder LLMs only; use task text-generation or container kind neurondeploy",
             )
-        if container != "neurondeploy" and not self.model.hf_model_id:
-            raise FieldIssue("model", f"container {container} loads the model itself; set model.hf_model_id")
+        if container != "neurondeploy" and self.model.source_kind not in ("hf-hub-id", "hf-directory"):
+            raise FieldIssue(
+                "model",
+                f"container {container} loads a Hugging Face model itself; set model.hf_model_id, or model.path "
+                "to a Hugging Face causal-LM directory (e.g. one `neurondeploy train` saved)",
+            )
         if self.model.hf_model_id and container == "neurondeploy":
             raise FieldIssue(
                 "model.hf_model_id",

@@ -32,6 +32,8 @@ HEAVY_OPTIONAL = {
     "torch_neuronx",
     "torch_xla",
     "transformers",
+    "tokenizers",  # transformers' own dependencies, loaded with it by the LLM endpoint
+    "huggingface_hub",
     "boto3",
     "botocore",
     "jmespath",

@@ -1,0 +1,314 @@
+"""The HTTP face of the local LLM endpoint: what the vLLM Neuron container serves (vLLM's OpenAI-compatible
+server, as optimum-neuron's ``optimum-cli neuron serve`` runs it) and what SageMaker calls.
+
+- ``POST /v1/completions`` and ``POST /v1/chat/completions``, with ``"stream": true`` as server-sent events
+  (``data: {chunk}`` lines, then ``data: [DONE]``), OpenAI's response shapes;
+- ``GET /v1/models``, ``GET /health``;
+- SageMaker: ``GET /ping``, ``POST /invocations`` (a body with ``messages`` is a chat completion, one with
+  ``prompt`` a completion: how vLLM's own /invocations dispatches);
+- ``GET /metrics``: Prometheus, with vLLM's ``vllm:num_requests_running`` / ``vllm:num_requests_waiting`` and
+  the most that ever decoded at once.
+
+Refusals are 400 with vLLM's sentences and error shape; the server stays up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+
+import orjson
+from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from neurondeploy.serving.llm.engine import GenerationEngine, QueueFull, Sequence
+from neurondeploy.serving.llm.errors import InvalidRequest
+from neurondeploy.serving.llm.model import LanguageModel
+from neurondeploy.serving.llm.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    check_context,
+    parse,
+    sampling_params,
+)
+
+NO_CHAT_TEMPLATE = (  # vLLM's words when a tokenizer has no chat template
+    "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template "
+    "if the tokenizer does not define one."
+)
+RETRY_AFTER_S = 1
+
+
+def _json(data, status: int = 200, headers: dict | None = None) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json", headers=headers)
+
+
+class LlmServer:
+    def __init__(self, lm: LanguageModel, *, max_batch: int, max_model_len: int, max_queue: int, max_body_bytes: int):
+        self.lm = lm
+        self.max_model_len = max_model_len
+        self.max_body_bytes = max_body_bytes
+        self.engine = GenerationEngine(
+            lm.model,
+            lm.tokenizer,
+            max_batch=max_batch,
+            max_model_len=max_model_len,
+            max_queue=max_queue,
+            eos_token_ids=lm.eos_token_ids,
+        )
+        self.created = int(time.time())
+        self.registry = CollectorRegistry()
+        stats = self.engine.stats
+        for name, help_text, read in (
+            ("vllm:num_requests_running", "Sequences decoding now", lambda: stats.running),
+            ("vllm:num_requests_waiting", "Requests queued for a decode slot", lambda: stats.waiting),
+            (
+                "neurondeploy_llm_peak_running",
+                "The most sequences that ever decoded at once",
+                lambda: stats.peak_running,
+            ),
+            ("neurondeploy_llm_max_batch", "Compiled batch size: the most that may decode at once", lambda: max_batch),
+            ("vllm:generation_tokens_total", "Tokens generated", lambda: stats.generated_tokens),
+            ("vllm:prompt_tokens_total", "Prompt tokens prefilled", lambda: stats.prompt_tokens),
+        ):
+            Gauge(name, help_text, registry=self.registry).set_function(read)
+
+    # --- routes ---------------------------------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def ping(self, request: Request) -> Response:
+        return _json({})
+
+    async def models(self, request: Request) -> Response:
+        card = {
+            "id": self.lm.served_name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "neurondeploy",
+            "root": self.lm.served_name,
+            "parent": None,
+            "max_model_len": self.max_model_len,
+        }
+        return _json({"object": "list", "data": [card]})
+
+    async def metrics(self, request: Request) -> Response:
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def completions(self, request: Request) -> Response:
+        return await self._handle(request, "completion")
+
+    async def chat_completions(self, request: Request) -> Response:
+        return await self._handle(request, "chat")
+
+    async def invocations(self, request: Request) -> Response:
+        return await self._handle(request, None)
+
+    # --- one request ----------------------------------------------------------------------------------------
+
+    async def _handle(self, request: Request, kind: str | None) -> Response:
+        try:
+            body = await self._read_json(request)
+            if kind is None:
+                kind = self._invocation_kind(body)
+            parsed = parse(ChatCompletionRequest if kind == "chat" else CompletionRequest, body)
+            self._check_model(parsed.model)
+            params = sampling_params(parsed)
+            prompt_ids = self._prompt_ids(parsed, kind)
+            budget = check_context(len(prompt_ids), params.max_tokens, self.max_model_len)
+        except InvalidRequest as exc:
+            return _json(exc.body(), exc.status)
+        queue: asyncio.Queue = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        def emit(text: str, reason: str | None) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, (text, reason))
+
+        sequence = Sequence(prompt_ids, params, budget, emit)
+        try:
+            self.engine.submit(sequence)
+        except QueueFull as exc:
+            refusal = InvalidRequest(f"busy: {exc}", status=503, kind="ServiceUnavailableError")
+            return _json(refusal.body(), 503, {"Retry-After": str(RETRY_AFTER_S)})
+        answer = _Answer(kind, self.lm.served_name, sequence, parsed)
+        if parsed.stream:
+            return StreamingResponse(
+                self._stream(answer, queue, request),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
+        try:
+            while True:
+                text, reason = await queue.get()
+                answer.text += text
+                if reason:
+                    return _json(answer.whole(reason))
+        except asyncio.CancelledError:
+            self.engine.cancel(sequence)
+            raise
+
+    async def _stream(self, answer: _Answer, queue: asyncio.Queue, request: Request):
+        try:
+            if answer.kind == "chat":
+                yield _event(answer.chunk({"role": "assistant", "content": ""}, None))
+            while True:
+                text, reason = await queue.get()
+                if text or reason:
+                    yield _event(answer.chunk(text, reason))
+                if reason:
+                    break
+            if answer.usage_in_stream:
+                yield _event(answer.usage_chunk())
+            yield b"data: [DONE]\n\n"
+        finally:  # the client went away mid-stream (or the stream ended): nothing keeps decoding for it
+            self.engine.cancel(answer.sequence)
+
+    async def _read_json(self, request: Request):
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise InvalidRequest(
+                f"the body has {declared} bytes; at most {self.max_body_bytes} (serving.max_body_bytes)"
+            )
+        chunks, size = [], 0
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    raise InvalidRequest(f"the body is over {self.max_body_bytes} bytes (serving.max_body_bytes)")
+                chunks.append(chunk)
+        except ClientDisconnect:
+            raise InvalidRequest("the client went away") from None
+        try:
+            return orjson.loads(b"".join(chunks))
+        except orjson.JSONDecodeError as exc:
+            raise InvalidRequest(f"JSON decode error: {exc}") from None
+
+    @staticmethod
+    def _invocation_kind(body) -> str:
+        if isinstance(body, dict) and "messages" in body:
+            return "chat"
+        if isinstance(body, dict) and "prompt" in body:
+            return "completion"
+        raise InvalidRequest(
+            "Cannot determine the request type: /invocations takes a chat completion (with messages) or a "
+            "completion (with prompt) body"
+        )
+
+    def _check_model(self, name: str | None) -> None:
+        if name is not None and name not in self.lm.aliases:
+            raise InvalidRequest(f"The model `{name}` does not exist.", "model", 404, "NotFoundError")
+
+    def _prompt_ids(self, parsed, kind: str) -> list[int]:
+        tokenizer = self.lm.tokenizer
+        if kind == "chat":
+            if not getattr(tokenizer, "chat_template", None):
+                raise InvalidRequest(NO_CHAT_TEMPLATE)
+            messages = [{"role": message.role, "content": message.text()} for message in parsed.messages]
+            rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return tokenizer(rendered, add_special_tokens=False).input_ids
+        prompt = parsed.prompt
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
+            vocabulary = self.lm.model.config.vocab_size
+            if any(not 0 <= token < vocabulary for token in prompt):
+                raise InvalidRequest(f"Token id out of vocabulary (0..{vocabulary - 1})", "prompt")
+            return list(prompt)
+        if isinstance(prompt, list):
+            if len(prompt) != 1:
+                raise InvalidRequest("this endpoint takes one prompt per request", "prompt")
+            prompt = prompt[0]
+        ids = tokenizer(prompt).input_ids
+        if not ids:
+            raise InvalidRequest("Prompt cannot be empty", "prompt")
+        return ids
+
+    def app(self) -> Starlette:
+        @contextlib.asynccontextmanager
+        async def lifespan(app):
+            self.engine.start()
+            yield
+            await asyncio.get_running_loop().run_in_executor(None, self.engine.stop)
+
+        return Starlette(
+            routes=[
+                Route("/v1/completions", self.completions, methods=["POST"]),
+                Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+                Route("/health", self.health, methods=["GET"]),
+                Route("/ping", self.ping, methods=["GET"]),
+                Route("/invocations", self.invocations, methods=["POST"]),
+                Route("/metrics", self.metrics, methods=["GET"]),
+            ],
+            lifespan=lifespan,
+        )
+
+
+def _event(data: dict) -> bytes:
+    return b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+class _Answer:
+    """One request's response in OpenAI's shapes (whole, or chunk by chunk)."""
+
+    def __init__(self, kind: str, model: str, sequence: Sequence, parsed) -> None:
+        self.kind = kind
+        self.model = model
+        self.sequence = sequence
+        self.id = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.text = ""
+        options = parsed.stream_options or {}
+        self.usage_in_stream = bool(options.get("include_usage"))
+
+    def usage(self) -> dict:
+        prompt, completion = len(self.sequence.prompt_ids), len(self.sequence.generated)
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def whole(self, reason: str) -> dict:
+        if self.kind == "chat":
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": self.text},
+                "logprobs": None,
+                "finish_reason": reason,
+            }
+            kind = "chat.completion"
+        else:
+            choice = {"index": 0, "text": self.text, "logprobs": None, "finish_reason": reason}
+            kind = "text_completion"
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": self.usage(),
+        }
+
+    def chunk(self, delta, reason: str | None) -> dict:
+        if self.kind == "chat":
+            content = delta if isinstance(delta, dict) else {"content": delta}
+            choice, kind = (
+                {"index": 0, "delta": content, "logprobs": None, "finish_reason": reason},
+                "chat.completion.chunk",
+            )
+        else:
+            choice, kind = {"index": 0, "text": delta, "logprobs": None, "finish_reason": reason}, "text_completion"
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "choices": [choice]}
+
+    def usage_chunk(self) -> dict:
+        kind = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": self.usage(),
+        }

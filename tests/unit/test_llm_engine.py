@@ -1,0 +1,124 @@
+"""The LLM engine in process, on a tiny stand-in model: continuous batching within the compiled batch, greedy
+tokens equal to transformers' generate, sampling parameters honoured, and the byte-level tokenizers round-trip."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from neurondeploy.serving.llm.engine import GenerationEngine, Sequence
+from neurondeploy.serving.llm.model import build_stand_in, byte_tokenizer
+from neurondeploy.serving.llm.protocol import SamplingParams
+
+TRAINING = Path(__file__).resolve().parents[2] / "templates" / "training"
+PROMPTS = ["Hello there", "a", "The quick brown fox jumps over", "xyzxyzxyz", "12345", "hi", "Longer prompt here", "q"]
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return build_stand_in("meta-llama/Llama-3.1-8B-Instruct", None, 128)
+
+
+class Recorder:
+    """Runs sequences through an engine and keeps what it emitted, in the order sequences finished."""
+
+    def __init__(self, lm, max_batch: int) -> None:
+        self.lm = lm
+        self.engine = GenerationEngine(
+            lm.model, lm.tokenizer, max_batch=max_batch, max_model_len=128, max_queue=64, eos_token_ids=set()
+        )
+        self.finished: list[int] = []
+        self.done = threading.Event()
+        self.running_seen: list[int] = []
+
+    def run(self, requests: list[tuple[str, SamplingParams]]) -> list[Sequence]:
+        sequences = []
+        for index, (prompt, params) in enumerate(requests):
+
+            def emit(text, reason, index=index):
+                self.running_seen.append(self.engine.stats.running)
+                if reason:
+                    self.finished.append(index)
+                    if len(self.finished) == len(requests):
+                        self.done.set()
+
+            ids = self.lm.tokenizer(prompt).input_ids
+            sequences.append(Sequence(ids, params, params.max_tokens, emit))
+        self.engine.start()
+        try:
+            for sequence in sequences:
+                self.engine.submit(sequence)
+            assert self.done.wait(120)
+        finally:
+            self.engine.stop()
+        return sequences
+
+
+def generate(lm, prompt: str, tokens: int) -> list[int]:
+    ids = torch.tensor([lm.tokenizer(prompt).input_ids])
+    out = lm.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens, do_sample=False)
+    return out[0, ids.shape[1] :].tolist()
+
+
+def test_greedy_tokens_equal_generate_while_eight_sequences_share_a_batch_of_four(lm):
+    recorder = Recorder(lm, max_batch=4)
+    sequences = recorder.run([(prompt, SamplingParams(max_tokens=24, temperature=0)) for prompt in PROMPTS])
+    for prompt, sequence in zip(PROMPTS, sequences):
+        assert sequence.generated == generate(lm, prompt, 24), prompt
+        assert sequence.finish_reason == "length"
+    assert recorder.engine.stats.peak_running == 4  # batched, and never above the compiled batch
+    assert max(recorder.running_seen) <= 4
+
+
+def test_queued_sequences_join_when_a_slot_frees_not_when_the_batch_ends(lm):
+    long, short = SamplingParams(max_tokens=80, temperature=0), SamplingParams(max_tokens=4, temperature=0)
+    # 2 long + 2 short fill the batch; 4 more short ones queue. With continuous batching they run in the slots
+    # the first short ones free and finish long before the long ones; a static batch would make them wait.
+    recorder = Recorder(lm, max_batch=4)
+    recorder.run(
+        [("long a", long), ("long b", long), ("s1", short), ("s2", short)] + [(f"q{i}", short) for i in range(4)]
+    )
+    assert set(recorder.finished[:6]) == {2, 3, 4, 5, 6, 7}, recorder.finished
+    assert set(recorder.finished[6:]) == {0, 1}
+
+
+def test_sampling_parameters_are_honoured(lm):
+    greedy = SamplingParams(max_tokens=20, temperature=0)
+    top1 = SamplingParams(max_tokens=20, temperature=1.5, top_k=1)  # top_k 1 is greedy whatever the temperature
+    seeded = SamplingParams(max_tokens=20, temperature=1.0, seed=7)
+    seeded_again = SamplingParams(max_tokens=20, temperature=1.0, seed=7)
+    other_seed = SamplingParams(max_tokens=20, temperature=1.0, seed=8)
+    nucleus = SamplingParams(max_tokens=20, temperature=1.0, top_p=1e-6, seed=3)  # the smallest nucleus: the top token
+    runs = Recorder(lm, max_batch=4).run(
+        [("x", greedy), ("x", top1), ("y", seeded), ("y", seeded_again), ("y", other_seed), ("x", nucleus)]
+    )
+    assert runs[1].generated == runs[0].generated == runs[5].generated
+    assert runs[2].generated == runs[3].generated != runs[4].generated
+
+    text = lm.tokenizer.decode(runs[0].generated)
+    stop = next(char for char in text[3:] if char.isprintable() and char != "\ufffd")
+    stopped = Recorder(lm, max_batch=4).run([("x", SamplingParams(max_tokens=20, temperature=0, stop=[stop]))])[0]
+    assert stopped.finish_reason == "stop" and stopped.text == text[: text.index(stop)]
+
+
+def test_byte_level_tokenizers_round_trip_every_byte():
+    text = "Hello wörld ✓ \x00\x01\x7f"
+    served = byte_tokenizer()
+    assert served(text).input_ids == list(text.encode()) and served.decode(served(text).input_ids) == text
+    spec = importlib.util.spec_from_file_location("tiny_lm", TRAINING / "tiny_lm.py")
+    tiny_lm = importlib.util.module_from_spec(spec)
+    sys.modules["tiny_lm"] = tiny_lm
+    spec.loader.exec_module(tiny_lm)
+    from tokenizers import Tokenizer
+
+    files = tiny_lm.byte_tokenizer_files(tiny_lm.TinyLMConfig())
+    import json
+
+    saved = Tokenizer.from_str(json.dumps(files["tokenizer.json"]))
+    assert saved.encode(text).ids == list(text.encode()) and saved.decode(saved.encode(text).ids) == text
+    assert tiny_lm.byte_symbols() == [served.convert_ids_to_tokens(i) for i in range(256)]
