@@ -38,11 +38,19 @@ class Sequence:
     emit: Callable[[str, str | None], None]  # (new text, finish reason or None), called from the engine thread
     generated: list[int] = field(default_factory=list)
     text: str = ""  # visible text sent so far
+    full_text: str = ""  # decoded so far (sent, or held back while it may be the start of a stop string)
+    prefix_offset: int = 0  # incremental detokenization offsets into generated
+    read_offset: int = 0
     finish_reason: str | None = None
     cancelled: bool = False
     generator: torch.Generator | None = None
     next_token: int | None = None  # sampled, not yet fed to the model
     cache: object = None  # its own cache between prefill and joining the batch
+
+    @property
+    def stop_hold(self) -> int:
+        """Characters held back while they may be the start of a stop string."""
+        return max((len(stop) - 1 for stop in self.params.stop), default=0)
 
     @property
     def fed(self) -> int:
@@ -219,27 +227,44 @@ class GenerationEngine:
         sequence.next_token = token
         self.stats.generated_tokens += 1
         if token in self.eos_token_ids and not sequence.params.ignore_eos:
-            self._finish(sequence, self.tokenizer.decode(sequence.generated[:-1], skip_special_tokens=True), "stop")
+            self._finish(sequence, sequence.full_text + self._pending_text(sequence, exclude_last=True), "stop")
             return
-        text = self.tokenizer.decode(sequence.generated, skip_special_tokens=True)
+        searched_from = max(0, len(sequence.full_text) - sequence.stop_hold)
+        sequence.full_text += self._new_text(sequence)
         for stop in sequence.params.stop:
-            at = text.find(stop)
+            at = sequence.full_text.find(stop, searched_from)
             if at != -1:
-                self._finish(sequence, text[:at], "stop")
+                self._finish(sequence, sequence.full_text[:at], "stop")
                 return
         if len(sequence.generated) >= sequence.budget:
-            self._finish(sequence, text, "length")
+            self._finish(sequence, sequence.full_text + self._pending_text(sequence), "length")
             return
-        hold = max((len(stop) - 1 for stop in sequence.params.stop), default=0)
-        visible = text.rstrip(REPLACEMENT)
-        visible = visible[: len(visible) - hold] if hold else visible
+        visible = sequence.full_text[: len(sequence.full_text) - sequence.stop_hold]
         if len(visible) > len(sequence.text):
             sequence.emit(visible[len(sequence.text) :], None)
             sequence.text = visible
 
+    def _new_text(self, sequence: Sequence) -> str:
+        """Incremental detokenization (vLLM's prefix/read offsets): decode a few tokens around the new one, not
+        the whole answer, and only once they make whole characters (a partial UTF-8 sequence waits)."""
+        ids = sequence.generated
+        before = self.tokenizer.decode(ids[sequence.prefix_offset : sequence.read_offset], skip_special_tokens=True)
+        after = self.tokenizer.decode(ids[sequence.prefix_offset :], skip_special_tokens=True)
+        if len(after) > len(before) and not after.endswith(REPLACEMENT):
+            sequence.prefix_offset, sequence.read_offset = sequence.read_offset, len(ids)
+            return after[len(before) :]
+        return ""
+
+    def _pending_text(self, sequence: Sequence, exclude_last: bool = False) -> str:
+        """What the incremental decode still holds back (an incomplete character), flushed as the answer ends."""
+        ids = sequence.generated[:-1] if exclude_last else sequence.generated
+        before = self.tokenizer.decode(ids[sequence.prefix_offset : sequence.read_offset], skip_special_tokens=True)
+        after = self.tokenizer.decode(ids[sequence.prefix_offset :], skip_special_tokens=True)
+        return after[len(before) :]
+
     def _finish(self, sequence: Sequence, text: str, reason: str) -> None:
         sequence.finish_reason = reason
-        sequence.emit(text[len(sequence.text) :] if text.startswith(sequence.text) else "", reason)
+        sequence.emit(text[len(sequence.text) :], reason)
         sequence.text = text
         self.stats.finished += 1
 
