@@ -31,7 +31,7 @@ from neurondeploy.engine.uploads import (
     upload_artifact,
 )
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.planner.checks import errors_of, run_checks
+from neurondeploy.planner.checks import errors_of, resolve_model_path, run_checks
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.plan import PlanRefused
 from neurondeploy.resources.deployment import deployment_resources
@@ -41,7 +41,18 @@ from neurondeploy.specs import InferenceSpec, LoadedSpec
 
 def needs_artifact(loaded: LoadedSpec) -> bool:
     spec = loaded.spec
-    return isinstance(spec, InferenceSpec) and spec.deployment.container.kind == "neurondeploy"
+    return isinstance(spec, InferenceSpec) and spec.ships_model_data
+
+
+def model_directory(loaded: LoadedSpec) -> Path:
+    """The local model directory a Hugging Face container is given as its model data."""
+    path = resolve_model_path(loaded)
+    if not (path / "config.json").is_file():
+        raise ApplyError(
+            f"model.path {path} is not a Hugging Face model directory (no config.json): nothing to upload",
+            "train it first (`neurondeploy train SPEC --local` saves one) or point model.path at one",
+        )
+    return path
 
 
 def apply_spec(
@@ -79,6 +90,8 @@ def apply_spec(
     check_serving_image(transport, spec, ctx)  # before any upload: a refused apply leaves nothing behind
     upload: tuple[Path, str, str] | None = None  # (directory, uri, sha256) of an artifact S3 lacks
     if needs_artifact(loaded):
+        if artifact_dir is None and spec.deployment.container.kind != "neurondeploy":
+            artifact_dir = model_directory(loaded)  # a Hugging Face container loads the directory as it is
         if artifact_dir is None:
             if compile_artifact is None:
                 raise ApplyError(

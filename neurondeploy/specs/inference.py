@@ -378,6 +378,13 @@ class InferenceSpec(SpecBase):
     def instance_type_field(self) -> str:
         return "deployment.instance_type"
 
+    @property
+    def ships_model_data(self) -> bool:
+        """Whether the endpoint gets its model from our S3 upload (ModelDataUrl, unpacked in /opt/ml/model): our
+        compiled artifact, or a local model directory for a Hugging Face container (which otherwise fetches
+        hf_model_id from the Hub itself)."""
+        return self.deployment.container.kind == "neurondeploy" or self.model.source_kind == "hf-directory"
+
     @model_validator(mode="after")
     def _consistent(self) -> InferenceSpec:
         container = self.deployment.container.kind
