@@ -5,6 +5,7 @@ container's API; the official `openai` client and `invoke --chat` talk to it; 8 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -201,3 +202,56 @@ def test_the_sagemaker_contract_speaks_the_same_api(endpoint):
     assert completion["object"] == "text_completion" and completion["usage"]["completion_tokens"] == 3
     neither = httpx.post(f"{endpoint}/invocations", json={"inputs": "hi"}, timeout=30)
     assert neither.status_code == 400 and "Cannot determine the request type" in neither.json()["error"]["message"]
+
+
+def test_a_client_that_goes_away_mid_stream_frees_its_slot(endpoint):
+    before = metric(endpoint, "vllm:generation_tokens_total")
+    body = {"prompt": "go on", "max_tokens": 1000, "temperature": 0, "ignore_eos": True, "stream": True}
+    with httpx.stream("POST", f"{endpoint}/v1/completions", json=body, timeout=60) as response:
+        events = response.iter_lines()
+        for _ in range(3):
+            next(events)
+    deadline = time.monotonic() + 30
+    while metric(endpoint, "vllm:num_requests_running") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert metric(endpoint, "vllm:num_requests_running") == 0
+    assert metric(endpoint, "vllm:generation_tokens_total") - before < 900  # it stopped, it did not run to the end
+
+
+def test_serve_takes_a_model_directory_with_the_containers_settings(tmp_path):
+    from integration.test_serving import free_port
+    from neurondeploy.serving.llm.model import build_stand_in
+
+    lm = build_stand_in("tiny/llama", None, 256)
+    lm.model.save_pretrained(tmp_path / "model")
+    lm.tokenizer.save_pretrained(tmp_path / "model")
+    port = free_port()
+    env = {**os.environ, "SM_ON_BATCH_SIZE": "2", "SM_ON_SEQUENCE_LENGTH": "64"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "neurondeploy.cli", "serve", str(tmp_path / "model"), "--port", str(port)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        card = httpx.get(f"{url}/v1/models").json()["data"][0]
+        assert card["id"] == str(tmp_path / "model") and card["max_model_len"] == 64
+        assert metric(url, "neurondeploy_llm_max_batch") == 2
+        refused = httpx.post(f"{url}/v1/completions", json={"prompt": "x" * 60, "max_tokens": 10})
+        assert refused.status_code == 400 and "(10 > 64 - 60)" in refused.json()["error"]["message"]
+        answer = httpx.post(f"{url}/v1/completions", json={"prompt": "x" * 50, "max_tokens": 10}, timeout=30).json()
+        assert answer["usage"] == {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+        assert f"from {tmp_path / 'model'} on {url}" in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
