@@ -122,3 +122,49 @@ def test_byte_level_tokenizers_round_trip_every_byte():
     saved = Tokenizer.from_str(json.dumps(files["tokenizer.json"]))
     assert saved.encode(text).ids == list(text.encode()) and saved.decode(saved.encode(text).ids) == text
     assert tiny_lm.byte_symbols() == [served.convert_ids_to_tokens(i) for i in range(256)]
+
+
+def test_a_failing_model_call_fails_its_batch_and_the_engine_serves_the_next(lm, monkeypatch):
+    import functools
+
+    calls = {"n": 0}
+    forward = lm.model.forward
+
+    @functools.wraps(forward)
+    def flaky(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:  # the first decode step of the first two sequences
+            raise RuntimeError("NRT_RESOURCE")
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(lm.model, "forward", flaky)
+    params = SamplingParams(max_tokens=5, temperature=0)
+    a, b, c = Recorder(lm, max_batch=2).run([("a", params), ("b", params), ("c", params)])
+    assert (a.finish_reason, b.finish_reason) == ("error", "error")
+    assert c.finish_reason == "length" and c.generated == generate(lm, "c", 5)  # queued: served after the failure
+
+
+def test_the_api_answers_a_failed_model_call_500_and_the_next_request_200(lm, monkeypatch):
+    import functools
+
+    from starlette.testclient import TestClient
+
+    from neurondeploy.serving.llm.api import LlmServer
+
+    forward, calls = lm.model.forward, {"n": 0}
+
+    @functools.wraps(forward)
+    def fails_once(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("NRT_RESOURCE in nrt_load()")
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(lm.model, "forward", fails_once)
+    server = LlmServer(lm, max_batch=4, max_model_len=128, max_queue=8, max_body_bytes=2**20)
+    with TestClient(server.app()) as client:
+        failed = client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 3})
+        assert failed.status_code == 500
+        assert failed.json()["error"]["message"] == "the model call failed: RuntimeError: NRT_RESOURCE in nrt_load()"
+        fine = client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 3})
+        assert fine.status_code == 200 and fine.json()["usage"]["completion_tokens"] == 3

@@ -27,7 +27,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from neurondeploy.serving.llm.engine import GenerationEngine, QueueFull, Sequence
+from neurondeploy.serving.llm.engine import ERROR, GenerationEngine, QueueFull, Sequence
 from neurondeploy.serving.llm.errors import InvalidRequest
 from neurondeploy.serving.llm.model import LanguageModel
 from neurondeploy.serving.llm.protocol import (
@@ -147,6 +147,8 @@ class LlmServer:
         try:
             while True:
                 text, reason = await queue.get()
+                if reason == ERROR:
+                    return _json(_model_failure(text).body(), 500)
                 answer.text += text
                 if reason:
                     return _json(answer.whole(reason))
@@ -160,6 +162,9 @@ class LlmServer:
                 yield _event(answer.chunk({"role": "assistant", "content": ""}, None))
             while True:
                 text, reason = await queue.get()
+                if reason == ERROR:  # mid-stream the status is sent already: the error is the last event
+                    yield _event(_model_failure(text).body())
+                    break
                 if text or reason:
                     yield _event(answer.chunk(text, reason))
                 if reason:
@@ -247,6 +252,10 @@ class LlmServer:
             ],
             lifespan=lifespan,
         )
+
+
+def _model_failure(message: str) -> InvalidRequest:
+    return InvalidRequest(f"the model call failed: {message}", status=500, kind="InternalServerError")
 
 
 def _event(data: dict) -> bytes:

@@ -11,7 +11,6 @@ releases the GIL); tokens reach the HTTP side through each sequence's ``emit`` c
 from __future__ import annotations
 
 import inspect
-import itertools
 import threading
 import time
 from collections import deque
@@ -23,6 +22,7 @@ import torch.nn.functional as F
 
 from neurondeploy.serving.llm.protocol import SamplingParams
 
+ERROR = "error"  # the finish reason of a sequence whose model call failed; emitted with the error's text
 REPLACEMENT = "\ufffd"  # what a partial UTF-8 sequence decodes to: held back until the next token completes it
 
 
@@ -67,6 +67,7 @@ class EngineStats:
     prompt_tokens: int = 0
     decode_steps: int = 0
     finished: int = 0
+    failed: int = 0
 
 
 def choose_token(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
@@ -114,7 +115,7 @@ class GenerationEngine:
         # transformers 5 calls the cache argument `cache`, 4.x `past_key_values`.
         parameters = inspect.signature(model.forward).parameters
         self.cache_arg = "cache" if "cache" in parameters else "past_key_values"
-        self.ids = itertools.count()
+        self.admitting: Sequence | None = None  # popped from the queue, not yet in the batch
 
     # --- the HTTP side ------------------------------------------------------------------------------------------
 
@@ -135,6 +136,7 @@ class GenerationEngine:
             self.wake.notify()
 
     def start(self) -> None:
+        self.stopping = False
         self.thread = threading.Thread(target=self._run, name="neurondeploy-llm-engine", daemon=True)
         self.thread.start()
 
@@ -155,9 +157,12 @@ class GenerationEngine:
                         self.wake.wait()
                     if self.stopping:
                         break
-                self._admit()
-                if self.active:
-                    self._decode_step()
+                try:
+                    self._admit()
+                    if self.active:
+                        self._decode_step()
+                except Exception as exc:  # a failed model call fails the sequences in it, not the engine
+                    self._fail_batch(f"{type(exc).__name__}: {exc}")
                 self._retire()
 
     def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor, cache, positions: torch.Tensor | None = None):
@@ -180,12 +185,14 @@ class GenerationEngine:
                 continue
             from transformers import DynamicCache
 
+            self.admitting = sequence
             prompt = torch.tensor([sequence.prompt_ids], dtype=torch.long)
             logits, sequence.cache = self._forward(prompt, torch.ones_like(prompt), DynamicCache())
             self.stats.prompt_tokens += len(sequence.prompt_ids)
             self._accept(sequence, logits[0])
             if sequence.finish_reason is None:
                 self._join(sequence)
+            self.admitting = None
 
     def _join(self, sequence: Sequence) -> None:
         own_length = len(sequence.prompt_ids)
@@ -267,6 +274,20 @@ class GenerationEngine:
         sequence.emit(text[len(sequence.text) :], reason)
         sequence.text = text
         self.stats.finished += 1
+
+    def _fail_batch(self, message: str) -> None:
+        """The batch's cache may be half-updated: every sequence in it (and one being admitted) ends with the
+        error; the queue goes on with a fresh batch."""
+        failed = [sequence for sequence in self.active if not sequence.finish_reason]
+        if self.admitting is not None and not self.admitting.finish_reason:
+            failed.append(self.admitting)
+        for sequence in failed:
+            sequence.finish_reason = ERROR
+            sequence.emit(message, ERROR)
+        self.stats.failed += len(failed)
+        self.admitting = None
+        self.active, self.cache, self.mask = [], None, None
+        self.stats.running = 0
 
     def _retire(self) -> None:
         """Finished and cancelled sequences leave the batch; columns that are padding in every row go too."""
