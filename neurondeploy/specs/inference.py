@@ -13,6 +13,9 @@ from pydantic import Field, field_validator, model_validator
 from neurondeploy.specs.common import DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
 
 PACKAGE_PREFIX = "pkg://"
+MODEL_SOURCES = ("path", "factory", "hf_model_id", "s3_uri", "training_job")
+# Sources a Hugging Face LLM container takes; the last three reach the endpoint as its model data (ModelDataUrl).
+HF_CONTAINER_SOURCES = ("hf-hub-id", "hf-directory", "s3-uri", "training-job")
 INSTANCE_TYPE_PATTERN = r"^(ml\.)?[a-z][a-z0-9]*\.[0-9]*[a-z0-9]+$"
 
 
@@ -92,6 +95,23 @@ class ModelSpec(StrictModel):
             pattern=r"^[\w.\-]+(/[\w.\-]+)?$",
         ),
     ] = None
+    s3_uri: Annotated[
+        str | None,
+        Field(
+            description="A model.tar.gz in S3 holding a Hugging Face causal-LM directory (e.g. a training job's "
+            "model artifacts), for the hf-vllm / hf-tgi containers: the endpoint's model data, used as it is.",
+            pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]/.+\.tar\.gz$",
+            max_length=1024,
+        ),
+    ] = None
+    training_job: Annotated[
+        str | None,
+        Field(
+            description="A SageMaker training job (e.g. one `neurondeploy train` ran) whose model artifacts the "
+            "hf-vllm / hf-tgi container serves; apply reads them with DescribeTrainingJob (the job must be Completed).",
+            pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
+        ),
+    ] = None
     architecture: Annotated[
         ModelArchitecture | None,
         Field(description="Shape numbers for sizing; read from config.json when path is a HF directory."),
@@ -103,11 +123,11 @@ class ModelSpec(StrictModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
-        given = [name for name in ("path", "factory", "hf_model_id") if getattr(self, name)]
+        given = [name for name in MODEL_SOURCES if getattr(self, name)]
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of path (local directory or .pt file), factory (module:function) or hf_model_id"
-                + (f"; got {', '.join(given)}" if given else "")
+                "give exactly one of path (local directory or .pt file), factory (module:function), hf_model_id, "
+                "s3_uri or training_job" + (f"; got {', '.join(given)}" if given else "")
             )
         return self
 
@@ -130,6 +150,10 @@ class ModelSpec(StrictModel):
             return "factory"
         if self.hf_model_id:
             return "hf-hub-id"
+        if self.s3_uri:
+            return "s3-uri"
+        if self.training_job:
+            return "training-job"
         return "torchscript" if self.path.endswith((".pt", ".pth", ".ts")) else "hf-directory"
 
 
@@ -383,7 +407,7 @@ class InferenceSpec(SpecBase):
         """Whether the endpoint gets its model from our S3 upload (ModelDataUrl, unpacked in /opt/ml/model): our
         compiled artifact, or a local model directory for a Hugging Face container (which otherwise fetches
         hf_model_id from the Hub itself)."""
-        return self.deployment.container.kind == "neurondeploy" or self.model.source_kind == "hf-directory"
+        return self.deployment.container.kind == "neurondeploy" or self.model.source_kind != "hf-hub-id"
 
     @model_validator(mode="after")
     def _consistent(self) -> InferenceSpec:
@@ -398,11 +422,17 @@ class InferenceSpec(SpecBase):
                 "task",
                 f"container {container} serves decoder LLMs only; use task text-generation or container kind neurondeploy",
             )
-        if container != "neurondeploy" and self.model.source_kind not in ("hf-hub-id", "hf-directory"):
+        if container != "neurondeploy" and self.model.source_kind not in HF_CONTAINER_SOURCES:
             raise FieldIssue(
                 "model",
-                f"container {container} loads a Hugging Face model itself; set model.hf_model_id, or model.path "
-                "to a Hugging Face causal-LM directory (e.g. one `neurondeploy train` saved)",
+                f"container {container} loads a Hugging Face model itself; set model.hf_model_id, model.path "
+                "to a Hugging Face causal-LM directory (e.g. one `neurondeploy train` saved), model.s3_uri or "
+                "model.training_job",
+            )
+        if container == "neurondeploy" and self.model.source_kind in ("s3-uri", "training-job"):
+            raise FieldIssue(
+                f"model.{self.model.source_kind.replace('-', '_')}",
+                "neurondeploy compiles the model here from a local copy; download it and give model.path",
             )
         if self.model.hf_model_id and container == "neurondeploy":
             raise FieldIssue(

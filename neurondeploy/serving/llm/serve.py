@@ -73,6 +73,12 @@ def is_causal_lm_directory(path: Path) -> bool:
 def target_from_spec(loaded: LoadedSpec) -> LlmTarget:
     spec = loaded.spec
     max_batch, max_model_len = max(spec.compile.batch_sizes), max(spec.compile.sequence_lengths)
+    remote = spec.model.s3_uri or spec.model.training_job
+    if remote:
+        raise LlmServeError(
+            f"the model ({remote}) is in S3, where the endpoint reads it; this machine serves local models",
+            "download and unpack its model.tar.gz (`aws s3 cp URI - | tar -xz -C DIR`) and give model.path: DIR",
+        )
     if spec.model.hf_model_id:
         local = _local_snapshot(spec.model.hf_model_id)
         lm = (
