@@ -40,7 +40,7 @@ def apply_local(args, loaded: LoadedSpec) -> int:
         console.print(
             f"  python -c \"import openai; c = openai.OpenAI(base_url='{endpoint.url}/v1', api_key='-'); "
             f"print(c.chat.completions.create(model='{target.lm.served_name}', "
-            "messages=[{'role': 'user', 'content': 'Hello'}]).choices[0].message.content)\"",
+            "messages=[{'role': 'user', 'content': 'Hello'}], max_tokens=32).choices[0].message.content)\"",
             markup=False,
         )
 
