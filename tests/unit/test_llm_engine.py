@@ -168,3 +168,25 @@ def test_the_api_answers_a_failed_model_call_500_and_the_next_request_200(lm, mo
         assert failed.json()["error"]["message"] == "the model call failed: RuntimeError: NRT_RESOURCE in nrt_load()"
         fine = client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 3})
         assert fine.status_code == 200 and fine.json()["usage"]["completion_tokens"] == 3
+
+
+def test_greedy_batching_equals_generate_for_a_gpt2_with_learned_positions_too():
+    from neurondeploy.specs.inference import ModelArchitecture
+
+    architecture = ModelArchitecture(layers=12, hidden_size=768, attention_heads=12, vocab_size=50257)
+    gpt2 = build_stand_in("openai-community/gpt2", architecture, 128)
+    assert type(gpt2.model).__name__ == "GPT2LMHeadModel"
+    prompts = PROMPTS[:6]
+    sequences = Recorder(gpt2, max_batch=4).run([(p, SamplingParams(max_tokens=16, temperature=0)) for p in prompts])
+    assert [s.generated for s in sequences] == [generate(gpt2, p, 16) for p in prompts]
+
+
+def test_a_full_queue_refuses_the_next_request(lm):
+    from neurondeploy.serving.llm.engine import QueueFull
+
+    engine = GenerationEngine(lm.model, lm.tokenizer, max_batch=1, max_model_len=128, max_queue=2, eos_token_ids=set())
+    params = SamplingParams(max_tokens=4, temperature=0)
+    for _ in range(2):  # not started: nothing leaves the queue
+        engine.submit(Sequence([1, 2], params, 4, lambda text, reason: None))
+    with pytest.raises(QueueFull, match=r"2 requests are queued \(serving.max_queue 2\)"):
+        engine.submit(Sequence([1, 2], params, 4, lambda text, reason: None))
