@@ -87,6 +87,15 @@ def test_the_openai_client_gets_a_streamed_chat_completion_and_invoke_prints_one
     )
     assert invoked.stdout == streamed + "\n"
     assert f"[length; 12 tokens; model {model}]" in invoked.stderr
+    # --no-stream sends the chat body to /invocations, as `invoke sagemaker:NAME --chat` does through SageMaker
+    whole = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "invoke", endpoint, "--chat", "Hello", "--max-tokens", "12"]
+        + ["--temperature", "0", "--no-stream"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert whole.stdout == invoked.stdout
 
 
 def test_eight_streams_share_a_compiled_batch_of_four_and_all_complete(endpoint):
