@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 import uuid
 
@@ -63,6 +64,7 @@ class LlmServer:
             eos_token_ids=lm.eos_token_ids,
         )
         self.created = int(time.time())
+        self.outbox = _Outbox()
         self.registry = CollectorRegistry()
         stats = self.engine.stats
         for name, help_text, read in (
@@ -126,12 +128,7 @@ class LlmServer:
         except InvalidRequest as exc:
             return _json(exc.body(), exc.status)
         queue: asyncio.Queue = asyncio.Queue()
-        loop = asyncio.get_running_loop()
-
-        def emit(text: str, reason: str | None) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, (text, reason))
-
-        sequence = Sequence(prompt_ids, params, budget, emit)
+        sequence = Sequence(prompt_ids, params, budget, self.outbox.sender(queue))
         try:
             self.engine.submit(sequence)
         except QueueFull as exc:
@@ -162,6 +159,9 @@ class LlmServer:
                 yield _event(answer.chunk({"role": "assistant", "content": ""}, None))
             while True:
                 text, reason = await queue.get()
+                while not reason and not queue.empty():  # tokens that arrived meanwhile go out as one chunk
+                    more, reason = queue.get_nowait()
+                    text = more if reason == ERROR else text + more
                 if reason == ERROR:  # mid-stream the status is sent already: the error is the last event
                     yield _event(_model_failure(text).body())
                     break
@@ -236,6 +236,7 @@ class LlmServer:
     def app(self) -> Starlette:
         @contextlib.asynccontextmanager
         async def lifespan(app):
+            self.outbox.loop = asyncio.get_running_loop()
             self.engine.start()
             yield
             await asyncio.get_running_loop().run_in_executor(None, self.engine.stop)
@@ -252,6 +253,33 @@ class LlmServer:
             ],
             lifespan=lifespan,
         )
+
+
+class _Outbox:
+    """Tokens from the engine thread to the requests' queues on the event loop. One wake-up of the loop carries
+    everything emitted since the last one (a decode step emits a token per sequence): a wake-up per token took
+    the loop, and the GIL, from the engine once per sequence per step."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.items: list[tuple[asyncio.Queue, tuple[str, str | None]]] = []
+        self.lock = threading.Lock()
+
+    def sender(self, queue: asyncio.Queue):
+        def emit(text: str, reason: str | None) -> None:
+            with self.lock:
+                self.items.append((queue, (text, reason)))
+                first = len(self.items) == 1
+            if first:
+                self.loop.call_soon_threadsafe(self._deliver)
+
+        return emit
+
+    def _deliver(self) -> None:
+        with self.lock:
+            items, self.items = self.items, []
+        for queue, item in items:
+            queue.put_nowait(item)
 
 
 def _model_failure(message: str) -> InvalidRequest:
@@ -271,6 +299,7 @@ class _Answer:
         self.sequence = sequence
         self.id = ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex
         self.created = int(time.time())
+        self.outbox = _Outbox()
         self.text = ""
         options = parsed.stream_options or {}
         self.usage_in_stream = bool(options.get("include_usage"))
