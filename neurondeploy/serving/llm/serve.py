@@ -87,7 +87,7 @@ def target_from_spec(loaded: LoadedSpec) -> LlmTarget:
             else build_stand_in(spec.model.hf_model_id, spec.model.architecture, max_model_len)
         )
     else:
-        lm = load_directory(spec.model.resolved_path(loaded.base_dir))
+        lm = load_directory(spec.model.resolved_path(loaded.base_dir).resolve())
     return _checked(LlmTarget(lm, max_batch, max_model_len, spec.serving))
 
 
