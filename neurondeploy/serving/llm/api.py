@@ -216,7 +216,10 @@ class LlmServer:
             if not getattr(tokenizer, "chat_template", None):
                 raise InvalidRequest(NO_CHAT_TEMPLATE)
             messages = [{"role": message.role, "content": message.text()} for message in parsed.messages]
-            rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            try:
+                rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            except Exception as exc:  # the model's template refuses these messages (roles, order): vLLM says 400
+                raise InvalidRequest(f"the chat template cannot render these messages: {exc}", "messages") from None
             return tokenizer(rendered, add_special_tokens=False).input_ids
         prompt = parsed.prompt
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
