@@ -190,3 +190,21 @@ def test_a_full_queue_refuses_the_next_request(lm):
         engine.submit(Sequence([1, 2], params, 4, lambda text, reason: None))
     with pytest.raises(QueueFull, match=r"2 requests are queued \(serving.max_queue 2\)"):
         engine.submit(Sequence([1, 2], params, 4, lambda text, reason: None))
+
+
+def test_a_chat_the_template_refuses_or_no_template_at_all_is_a_400(lm, monkeypatch):
+    from starlette.testclient import TestClient
+
+    from neurondeploy.serving.llm.api import NO_CHAT_TEMPLATE, LlmServer
+
+    strict = byte_tokenizer()
+    strict.chat_template = "{{ raise_exception('Conversation roles must alternate user/assistant') }}"
+    monkeypatch.setattr(lm, "tokenizer", strict)
+    chat = {"messages": [{"role": "system", "content": "be brief"}], "max_tokens": 2}
+    with TestClient(LlmServer(lm, max_batch=1, max_model_len=64, max_queue=4, max_body_bytes=4096).app()) as client:
+        refused = client.post("/v1/chat/completions", json=chat)
+        assert refused.status_code == 400 and "roles must alternate" in refused.json()["error"]["message"]
+        strict.chat_template = None
+        untemplated = client.post("/v1/chat/completions", json=chat)
+        assert untemplated.status_code == 400 and untemplated.json()["error"]["message"] == NO_CHAT_TEMPLATE
+        assert client.post("/v1/completions", json={"prompt": "ok", "max_tokens": 2}).status_code == 200
