@@ -208,3 +208,41 @@ def test_a_chat_the_template_refuses_or_no_template_at_all_is_a_400(lm, monkeypa
         untemplated = client.post("/v1/chat/completions", json=chat)
         assert untemplated.status_code == 400 and untemplated.json()["error"]["message"] == NO_CHAT_TEMPLATE
         assert client.post("/v1/completions", json={"prompt": "ok", "max_tokens": 2}).status_code == 200
+
+
+def test_an_hf_tgi_endpoint_takes_tgis_bodies_and_refuses_in_tgis_words(lm):
+    import torch
+    from starlette.testclient import TestClient
+
+    from neurondeploy.serving.llm.api import LlmServer
+
+    torch.manual_seed(0)
+    server = LlmServer(lm, max_batch=2, max_model_len=64, max_queue=4, max_body_bytes=4096, tgi=True)
+    with TestClient(server.app()) as client:
+        greedy = client.post("/generate", json={"inputs": "Hello", "parameters": {"max_new_tokens": 8}})
+        assert greedy.json() == {"generated_text": lm.tokenizer.decode(generate(lm, "Hello", 8))}  # greedy by default
+        listed = client.post("/invocations", json={"inputs": "Hello", "parameters": {"max_new_tokens": 8}}).json()
+        assert listed == [greedy.json()]  # SageMaker's TGI answers a list
+        full = client.post(
+            "/generate", json={"inputs": "Hi", "parameters": {"max_new_tokens": 2, "return_full_text": True}}
+        )
+        assert full.json()["generated_text"].startswith("Hi")
+        for parameters, message in [
+            ({"temperature": 0}, "`temperature` must be strictly positive"),
+            ({"top_p": 1.0}, "`top_p` must be > 0.0 and < 1.0"),
+            ({"top_k": 0}, "`top_k` must be strictly positive"),
+            (
+                {"max_new_tokens": 60},
+                "`inputs` tokens + `max_new_tokens` must be <= 64. Given: 5 `inputs` tokens and 60",
+            ),
+        ]:
+            refused = client.post("/generate", json={"inputs": "Hello", "parameters": parameters})
+            assert refused.status_code == 422 and refused.json() == {
+                "error": "Input validation error: " + message + refused.json()["error"].split(message, 1)[1],
+                "error_type": "validation",
+            }, (parameters, refused.json())
+        too_long = client.post("/generate", json={"inputs": "x" * 40, "parameters": {"max_new_tokens": 4}})
+        assert too_long.json()["error"] == "Input validation error: `inputs` must have less than 32 tokens. Given: 40"
+        assert client.post("/generate", json={"parameters": {}}).status_code == 422
+        chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        assert client.post("/invocations", json=chat).json()["object"] == "chat.completion"  # Messages API too

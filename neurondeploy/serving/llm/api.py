@@ -38,12 +38,14 @@ from neurondeploy.serving.llm.protocol import (
     parse,
     sampling_params,
 )
+from neurondeploy.serving.llm.tgi import parse_tgi, tgi_sampling
 
 NO_CHAT_TEMPLATE = (  # vLLM's words when a tokenizer has no chat template
     "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template "
     "if the tokenizer does not define one."
 )
 RETRY_AFTER_S = 1
+TGI_GENERATE, TGI_INVOCATION = "tgi-generate", "tgi-invocation"
 
 
 def _json(data, status: int = 200, headers: dict | None = None) -> Response:
@@ -51,8 +53,18 @@ def _json(data, status: int = 200, headers: dict | None = None) -> Response:
 
 
 class LlmServer:
-    def __init__(self, lm: LanguageModel, *, max_batch: int, max_model_len: int, max_queue: int, max_body_bytes: int):
+    def __init__(
+        self,
+        lm: LanguageModel,
+        *,
+        max_batch: int,
+        max_model_len: int,
+        max_queue: int,
+        max_body_bytes: int,
+        tgi: bool = False,
+    ):
         self.lm = lm
+        self.tgi = tgi  # an hf-tgi spec: TGI's {"inputs", "parameters"} bodies too (/generate, /invocations)
         self.max_model_len = max_model_len
         self.max_body_bytes = max_body_bytes
         self.engine = GenerationEngine(
@@ -113,6 +125,9 @@ class LlmServer:
     async def invocations(self, request: Request) -> Response:
         return await self._handle(request, None)
 
+    async def generate(self, request: Request) -> Response:
+        return await self._handle(request, TGI_GENERATE)
+
     # --- one request ----------------------------------------------------------------------------------------
 
     async def _handle(self, request: Request, kind: str | None) -> Response:
@@ -120,11 +135,16 @@ class LlmServer:
             body = await self._read_json(request)
             if kind is None:
                 kind = self._invocation_kind(body)
-            parsed = parse(ChatCompletionRequest if kind == "chat" else CompletionRequest, body)
-            self._check_model(parsed.model)
-            params = sampling_params(parsed)
-            prompt_ids = self._prompt_ids(parsed, kind)
-            budget = check_context(len(prompt_ids), params.max_tokens, self.max_model_len)
+            if kind in (TGI_GENERATE, TGI_INVOCATION):
+                parsed = parse_tgi(body)
+                prompt_ids = self.lm.tokenizer(parsed.inputs).input_ids
+                params, budget = tgi_sampling(parsed, len(prompt_ids), self.max_model_len)
+            else:
+                parsed = parse(ChatCompletionRequest if kind == "chat" else CompletionRequest, body)
+                self._check_model(parsed.model)
+                params = sampling_params(parsed)
+                prompt_ids = self._prompt_ids(parsed, kind)
+                budget = check_context(len(prompt_ids), params.max_tokens, self.max_model_len)
         except InvalidRequest as exc:
             return _json(exc.body(), exc.status)
         queue: asyncio.Queue = asyncio.Queue()
@@ -135,7 +155,7 @@ class LlmServer:
             refusal = InvalidRequest(f"busy: {exc}", status=503, kind="ServiceUnavailableError")
             return _json(refusal.body(), 503, {"Retry-After": str(RETRY_AFTER_S)})
         answer = _Answer(kind, self.lm.served_name, sequence, parsed)
-        if parsed.stream:
+        if getattr(parsed, "stream", False):
             return StreamingResponse(
                 self._stream(answer, queue, request),
                 media_type="text/event-stream",
@@ -195,12 +215,13 @@ class LlmServer:
         except orjson.JSONDecodeError as exc:
             raise InvalidRequest(f"JSON decode error: {exc}") from None
 
-    @staticmethod
-    def _invocation_kind(body) -> str:
+    def _invocation_kind(self, body) -> str:
         if isinstance(body, dict) and "messages" in body:
             return "chat"
         if isinstance(body, dict) and "prompt" in body:
             return "completion"
+        if self.tgi and isinstance(body, dict) and "inputs" in body:
+            return TGI_INVOCATION
         raise InvalidRequest(
             "Cannot determine the request type: /invocations takes a chat completion (with messages) or a "
             "completion (with prompt) body"
@@ -252,6 +273,7 @@ class LlmServer:
                 Route("/health", self.health, methods=["GET"]),
                 Route("/ping", self.ping, methods=["GET"]),
                 Route("/invocations", self.invocations, methods=["POST"]),
+                *([Route("/generate", self.generate, methods=["POST"])] if self.tgi else []),
                 Route("/metrics", self.metrics, methods=["GET"]),
             ],
             lifespan=lifespan,
@@ -304,14 +326,18 @@ class _Answer:
         self.created = int(time.time())
         self.outbox = _Outbox()
         self.text = ""
-        options = parsed.stream_options or {}
+        self.prefix = parsed.inputs if getattr(getattr(parsed, "parameters", None), "return_full_text", False) else ""
+        options = getattr(parsed, "stream_options", None) or {}
         self.usage_in_stream = bool(options.get("include_usage"))
 
     def usage(self) -> dict:
         prompt, completion = len(self.sequence.prompt_ids), len(self.sequence.generated)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
-    def whole(self, reason: str) -> dict:
+    def whole(self, reason: str):
+        if self.kind in (TGI_GENERATE, TGI_INVOCATION):  # TGI answers the text; SageMaker's TGI a list of it
+            generated = {"generated_text": self.prefix + self.text}
+            return [generated] if self.kind == TGI_INVOCATION else generated
         if self.kind == "chat":
             choice = {
                 "index": 0,

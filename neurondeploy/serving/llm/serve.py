@@ -36,11 +36,13 @@ class LlmTarget:
     max_batch: int
     max_model_len: int
     serving: ServingSpec
+    tgi: bool = False  # an hf-tgi spec: TGI's own bodies as well
 
     def routes_line(self, url: str) -> str:
         return (
             f"serving {self.lm.description} on {url}: OpenAI API (POST /v1/chat/completions, /v1/completions; "
-            f"GET /v1/models, /health) and SageMaker (GET /ping, POST /invocations), GET /metrics; "
+            f"GET /v1/models, /health){', TGI (POST /generate)' if self.tgi else ''} and SageMaker (GET /ping, "
+            f"POST /invocations), GET /metrics; "
             f"at most {self.max_batch} sequences decode at once, {self.max_model_len} tokens of context"
         )
 
@@ -51,6 +53,7 @@ class LlmTarget:
             max_model_len=self.max_model_len,
             max_queue=self.serving.max_queue,
             max_body_bytes=self.serving.max_body_bytes,
+            tgi=self.tgi,
         )
 
 
@@ -88,7 +91,7 @@ def target_from_spec(loaded: LoadedSpec) -> LlmTarget:
         )
     else:
         lm = load_directory(spec.model.resolved_path(loaded.base_dir).resolve())
-    return _checked(LlmTarget(lm, max_batch, max_model_len, spec.serving))
+    return _checked(LlmTarget(lm, max_batch, max_model_len, spec.serving, spec.deployment.container.kind == "hf-tgi"))
 
 
 def target_from_directory(path: Path, serving: ServingSpec) -> LlmTarget:
