@@ -139,9 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.set_defaults(handler="build:cmd_compile")
 
     serve = commands.add_parser(
-        "serve", help="serve an artifact (or a spec, compiled from the cache) over the SageMaker contract"
+        "serve",
+        help="serve an artifact (or a spec, compiled from the cache) over the SageMaker contract; an LLM spec or "
+        "causal-LM directory over the vLLM container's OpenAI API",
     )
-    serve.add_argument("target", metavar="ARTIFACT_OR_SPEC")
+    serve.add_argument("target", metavar="ARTIFACT_SPEC_OR_MODEL_DIR")
     serve.add_argument(
         "--artifact", metavar="DIR", help="with a spec: serve this compiled artifact instead of compiling"
     )
@@ -273,7 +275,14 @@ def build_parser() -> argparse.ArgumentParser:
         "invoke", help="send one request to an endpoint: URL, sagemaker:NAME, a spec file or a deployment name"
     )
     invoke.add_argument("target", metavar="TARGET")
-    invoke.add_argument("--data", required=True, help='JSON body, @file, or plain text sent as {"inputs": text}')
+    body = invoke.add_mutually_exclusive_group(required=True)
+    body.add_argument("--data", help='JSON body, @file, or plain text sent as {"inputs": text}')
+    body.add_argument(
+        "--chat", metavar="TEXT", help="LLM endpoints: a chat completion (OpenAI shape), printed as it streams"
+    )
+    invoke.add_argument("--max-tokens", type=int, help="--chat: most tokens to generate")
+    invoke.add_argument("--temperature", type=float, help="--chat: 0 for greedy (default: the server's, 1.0)")
+    invoke.add_argument("--no-stream", action="store_true", help="--chat: ask for the whole answer at once")
     invoke.add_argument("--region", help="for SageMaker endpoints (default: the spec's, or the AWS default)")
     invoke.add_argument(
         "--out", metavar="FILE", help="write the whole answer to FILE as JSON (a one-line summary on stderr)"

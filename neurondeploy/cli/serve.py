@@ -6,15 +6,24 @@ import json
 import sys
 from pathlib import Path
 
+from neurondeploy.cli import llm
+from neurondeploy.cli.local_run import hold_local_endpoint
 from neurondeploy.cli.output import bucket_line, compact_json, console_err
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.serving import local
 from neurondeploy.serving.client import InvokeError, invoke, parse_data
-from neurondeploy.serving.server import resolve_target, run_server
+from neurondeploy.serving.llm import serve as llm_serve
+from neurondeploy.serving.server import resolve_target, run_server, serving_from_env
 from neurondeploy.specs import load_spec
 
 
 def cmd_serve(args) -> int:
+    if llm_serve.is_causal_lm_directory(Path(args.target)):
+        return llm.serve(args, llm_serve.target_from_directory(Path(args.target), serving_from_env()))
+    if Path(args.target).is_file():
+        loaded = load_spec(args.target)
+        if llm_serve.is_llm_spec(loaded.spec):
+            return llm.serve(args, llm_serve.target_from_spec(loaded))
     target = resolve_target(
         args.target, args.artifact, backend=args.backend, cache_dir=Path(args.cache_dir) if args.cache_dir else None
     )
@@ -30,6 +39,8 @@ def cmd_serve(args) -> int:
 
 def cmd_apply_local(args) -> int:
     loaded = load_spec(args.spec)
+    if llm_serve.is_llm_spec(loaded.spec):
+        return llm.apply_local(args, loaded)
     console = console_err()
     plan = build_plan(loaded)  # validates first: an invalid spec stops here, before any compile
     console.print(f"[bold]{loaded.spec.name}[/]: valid; compiling (cache: {args.cache_dir or 'default'})")
@@ -46,8 +57,8 @@ def cmd_apply_local(args) -> int:
         out_dir=Path(args.out) if args.out else None,
         on_bucket=on_bucket,
     )
-    try:
-        local.wait_until_ready(endpoint)
+
+    def introduce() -> None:
         payload = local.sample_request(loaded.spec)
         answer = local.call(endpoint, payload)
         body = json.dumps(payload) if len(json.dumps(payload)) < 200 else "@request.json"
@@ -56,26 +67,13 @@ def cmd_apply_local(args) -> int:
         console.print("call it:")
         console.print(f"  curl -s -X POST {endpoint.url}/invocations -H 'Content-Type: application/json' -d '{body}'")
         console.print(f"  neurondeploy invoke {endpoint.url} --data '{body}'")
-        cost = f"${plan.cost.hourly_usd:,.2f}/hour" if plan.cost.hourly_usd else "price unknown"
-        console.print(
-            f"in AWS this spec would create {len(plan.resources)} resources with {plan.request_count} checked "
-            f"requests ({cost}); `neurondeploy plan {args.spec}` shows every one"
-        )
-        for resource in plan.resources:
-            console.print(f"  {'<=' if resource.lookup else '+ '} {resource.name} ({resource.type})")
-        console.print("[bold]Ctrl-C[/] stops the endpoint")
-        print(f"ready {endpoint.url}", flush=True)  # one machine-readable line on stdout
-        while endpoint.thread.is_alive():
-            endpoint.thread.join(timeout=0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        endpoint.stop()
-    console.print("stopped")
-    return 0
+
+    return hold_local_endpoint(console, endpoint, plan, args.spec, introduce)
 
 
 def cmd_invoke(args) -> int:
+    if args.chat is not None:
+        return llm.invoke_chat(args)
     answer = invoke(args.target, parse_data(args.data), region=args.region, state_location=args.state)
     if args.out:
         try:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from neurondeploy.archive import artifact_digest
-from neurondeploy.aws.transport import AwsTransport
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.engine.changes import Changes, changes
 from neurondeploy.engine.destroy import sweep_leftovers
 from neurondeploy.engine.executor import ApplyResult, Executor
@@ -34,7 +34,7 @@ from neurondeploy.engine.uploads import (
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.manifest import read_manifest
 from neurondeploy.planner.artifact_target import gate_artifact
-from neurondeploy.planner.checks import errors_of, run_checks
+from neurondeploy.planner.checks import errors_of, resolve_model_path, run_checks
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.plan import PlanRefused
 from neurondeploy.resources.deployment import deployment_resources
@@ -43,13 +43,50 @@ from neurondeploy.specs import InferenceSpec, LoadedSpec
 
 
 def needs_artifact(loaded: LoadedSpec) -> bool:
+    """Whether apply uploads the endpoint's model data (a model already in S3 is used where it is)."""
     spec = loaded.spec
-    return isinstance(spec, InferenceSpec) and spec.deployment.container.kind == "neurondeploy"
+    return isinstance(spec, InferenceSpec) and spec.ships_model_data and spec.model.source_kind in _LOCAL_SOURCES
+
+
+_LOCAL_SOURCES = ("factory", "hf-directory", "torchscript")
+
+
+def training_job_artifacts(transport: AwsTransport, job: str) -> str:
+    """The model.tar.gz a Completed SageMaker training job wrote (DescribeTrainingJob's ModelArtifacts)."""
+    try:
+        described = transport.call("sagemaker", "DescribeTrainingJob", {"TrainingJobName": job})
+    except AwsCallError as exc:
+        raise ApplyError(
+            f"model.training_job {job}: {exc.code or 'no answer'}: {exc.detail}",
+            "check the job name and region (`neurondeploy status` lists training runs)",
+        ) from None
+    status = described.get("TrainingJobStatus")
+    uri = (described.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
+    if status != "Completed" or not uri:
+        raise ApplyError(
+            f"model.training_job {job} is {status}, so it has no model artifacts to serve",
+            "wait for it to complete (`neurondeploy logs NAME --follow`), or name a completed job",
+        )
+    return uri
+
+
+def model_directory(loaded: LoadedSpec) -> Path:
+    """The local model directory a Hugging Face container is given as its model data."""
+    path = resolve_model_path(loaded)
+    if not (path / "config.json").is_file():
+        raise ApplyError(
+            f"model.path {path} is not a Hugging Face model directory (no config.json): nothing to upload",
+            "train it first (`neurondeploy train SPEC --local` saves one) or point model.path at one",
+        )
+    return path
 
 
 def check_artifact(loaded: LoadedSpec, artifact_dir: Path) -> str | None:
     """The artifact ↔ target gate: an artifact the deployment's instances cannot run is refused (one line, with
-    the fix) before anything is uploaded or created. Returns the notice of a declared CPU stand-in, if any."""
+    the fix) before anything is uploaded or created. Returns the notice of a declared CPU stand-in, if any.
+    A Hugging Face container's model data is a model directory it compiles or loads itself: not judged here."""
+    if loaded.spec.deployment.container.kind != "neurondeploy":
+        return None
     return gate_artifact(
         loaded.spec, read_manifest(artifact_dir), where=f"artifact {artifact_dir}", spec_file=str(loaded.source.file)
     )
@@ -91,7 +128,13 @@ def apply_spec(
     refuse_foreign(spec.name, found.foreign, str(state.path))
     check_serving_image(transport, spec, ctx)  # before any upload: a refused apply leaves nothing behind
     upload: tuple[Path, str, str] | None = None  # (directory, uri, sha256) of an artifact S3 lacks
+    if isinstance(spec, InferenceSpec) and spec.model.training_job:
+        uri = training_job_artifacts(transport, spec.model.training_job)
+        on_event(f"model data: {uri} (training job {spec.model.training_job})")
+        ctx = dataclasses.replace(ctx, artifact_s3_uri=uri)
     if needs_artifact(loaded):
+        if artifact_dir is None and spec.deployment.container.kind != "neurondeploy":
+            artifact_dir = model_directory(loaded)  # a Hugging Face container loads the directory as it is
         if artifact_dir is None:
             if compile_artifact is None:
                 raise ApplyError(

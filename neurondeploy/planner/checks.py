@@ -458,6 +458,10 @@ def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
             yield error("model.path", f"{path} is not a regular file or directory", "give a model directory or file")
         elif spec.model.source_kind == "hf-directory" and not (path / "config.json").is_file():
             what = "a file" if path.is_file() else "a directory without config.json"
+            if path.is_dir() and spec.deployment.container.kind != "neurondeploy":
+                # an LLM spec may name the directory a training run is still to fill: apply needs it, plan not
+                yield warning("model.path", f"{path} is {what} yet", "train the model into it before apply")
+                return
             yield error(
                 "model.path",
                 f"{path} is {what}, not a Hugging Face model directory",

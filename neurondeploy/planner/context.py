@@ -30,7 +30,15 @@ def _training_values(loaded: LoadedSpec, overrides: dict) -> dict:
     return {"source_digest": artifact_digest(directory)[:16] if directory.is_dir() else None}
 
 
+# What plan shows for a training job's model artifacts: apply reads the real URI with DescribeTrainingJob.
+TRAINING_JOB_ARTIFACTS = "s3://resolved-at-apply/{job}/output/model.tar.gz"
+
+
 def _inference_values(loaded: LoadedSpec, overrides: dict) -> dict:
+    model = loaded.spec.model
+    if model.s3_uri or model.training_job:
+        artifacts = model.s3_uri or TRAINING_JOB_ARTIFACTS.format(job=model.training_job)
+        return {"model_size_gib": None, "artifact_s3_uri": artifacts}
     try:
         arch = model_architecture(loaded)
     except Exception:  # an unreadable model directory is reported by the checks, not here

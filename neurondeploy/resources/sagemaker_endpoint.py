@@ -53,6 +53,7 @@ SERVING_REPOSITORY = "neurondeploy-serving"
 VARIANT = "AllTraffic"
 INFERENCE_AMI = "al2-ami-sagemaker-inference-neuron-2"  # facts §1.3, §4.6
 SAGEMAKER_PORT = 8080
+MODEL_DATA_DIR = "/opt/ml/model"  # where SageMaker unpacks ModelDataUrl in the container
 VOLUME_MIN_GIB, VOLUME_MAX_GIB = 30, 512  # ProductionVariantVolumeSizeInGB allows 1-512
 VOLUME_PER_MODEL_GIB = 3  # archive + unpacked model + compiled artifacts / container cache
 # Read up to optimum-neuron v0.0.22 and removed in PR #610; later TGI images ignore them (facts §4.5).
@@ -86,7 +87,7 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
     tp = spec.deployment.tensor_parallel
     if kind == "hf-vllm":  # the entrypoint turns SM_ON_<X> into `optimum-cli neuron serve --<x>` (facts §4.6)
         env = {
-            "SM_ON_MODEL": spec.model.hf_model_id,
+            "SM_ON_MODEL": spec.model.hf_model_id or MODEL_DATA_DIR,
             "SM_ON_TENSOR_PARALLEL_SIZE": str(tp),
             "SM_ON_BATCH_SIZE": str(batch),
             "SM_ON_SEQUENCE_LENGTH": str(sequence),
@@ -103,7 +104,7 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
                 "raise compile.sequence_lengths",
             )
         env = {
-            "HF_MODEL_ID": spec.model.hf_model_id,
+            "HF_MODEL_ID": spec.model.hf_model_id or MODEL_DATA_DIR,
             "HF_NUM_CORES": str(tp),
             "HF_AUTO_CAST_TYPE": _TGI_CAST[spec.model.dtype],
             "MAX_BATCH_SIZE": str(batch),
@@ -134,7 +135,7 @@ def create_model_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
         "Mode": "SingleModel",
         "Environment": model_environment(spec, ctx),
     }
-    if spec.deployment.container.kind == "neurondeploy":  # HF containers load the model from the Hub themselves
+    if spec.ships_model_data:  # otherwise the HF container fetches hf_model_id from the Hub itself
         container["ModelDataUrl"] = artifact_uri(spec, ctx)
     elif uses_precompiled(spec, ctx):  # ... unless compile --remote exported it: then from S3, uncompressed
         container["ModelDataSource"] = model_data_source(ctx.precompiled_model_uri)
@@ -262,7 +263,7 @@ def endpoint_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resource]:
     statements = ecr_pull_statements(spec.region, [image]) + sagemaker_log_statements(
         spec.region, ctx, f"Endpoints/{spec.name}"
     )
-    if spec.deployment.container.kind == "neurondeploy":
+    if spec.ships_model_data:
         statements = s3_statements(spec.region, read=[parent_uri(artifact_uri(spec, ctx))]) + statements
     if uses_precompiled(spec, ctx):
         statements = s3_statements(spec.region, read=[ctx.precompiled_model_uri]) + statements

@@ -21,6 +21,7 @@ from neurondeploy.serving.app import InferenceServer
 from neurondeploy.serving.client import invoke
 from neurondeploy.serving.http_limits import uvicorn_config
 from neurondeploy.specs import InferenceSpec, LoadedSpec
+from neurondeploy.specs.inference import ServingSpec
 
 READY_TIMEOUT_S = 300
 SAMPLE_TEXT = "neurondeploy serves this model on Inferentia2 and, right now, on this machine."
@@ -64,8 +65,6 @@ def start_local_endpoint(
     on_bucket=None,
 ) -> LocalEndpoint:
     """Compile (cache first) and start the server in a background thread; returns once it is listening."""
-    import uvicorn
-
     spec = loaded.spec
     if not isinstance(spec, InferenceSpec):
         raise LocalApplyError(f"{loaded.source.file} is a training spec", "use `neurondeploy train SPEC --local`")
@@ -84,7 +83,15 @@ def start_local_endpoint(
         on_bucket=on_bucket,
     )
     server = InferenceServer(result.artifact_dir, spec.serving, 1, current_runtime())
-    config = uvicorn_config(server.app(), spec.serving, host, port, timeout_graceful_shutdown=10)
+    stop, thread = serve_in_thread(server.app(), spec.serving, host, port)
+    return LocalEndpoint(f"http://{host}:{port}", result.artifact_dir, stop, thread)
+
+
+def serve_in_thread(app, serving: ServingSpec, host: str, port: int) -> tuple[Callable[[], None], threading.Thread]:
+    """Run an ASGI app under uvicorn (with the serving section's HTTP limits) in a background thread."""
+    import uvicorn
+
+    config = uvicorn_config(app, serving, host, port, timeout_graceful_shutdown=10)
     uvicorn_server = uvicorn.Server(config)
     uvicorn_server.install_signal_handlers = lambda: None  # the main thread owns Ctrl-C
     thread = threading.Thread(target=uvicorn_server.run, name="neurondeploy-local-endpoint", daemon=True)
@@ -94,7 +101,7 @@ def start_local_endpoint(
         uvicorn_server.should_exit = True
         thread.join(timeout=30)
 
-    return LocalEndpoint(f"http://{host}:{port}", result.artifact_dir, stop, thread)
+    return stop, thread
 
 
 def wait_until_ready(endpoint: LocalEndpoint, timeout_s: float = READY_TIMEOUT_S) -> None:

@@ -13,6 +13,9 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from neurondeploy.specs.common import DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
 
 PACKAGE_PREFIX = "pkg://"
+MODEL_SOURCES = ("path", "factory", "hf_model_id", "s3_uri", "training_job")
+# Sources a Hugging Face LLM container takes; the last three reach the endpoint as its model data (ModelDataUrl).
+HF_CONTAINER_SOURCES = ("hf-hub-id", "hf-directory", "s3-uri", "training-job")
 INSTANCE_TYPE_PATTERN = r"^(ml\.)?[a-z][a-z0-9]*\.[0-9]*[a-z0-9]+$"
 
 
@@ -140,7 +143,9 @@ class ModelSpec(StrictModel):
         str | None,
         Field(
             description="Local Hugging Face model directory (config.json + weights + tokenizer), a TorchScript .pt file, "
-            "or pkg://<python package>/<subdir> for a model directory shipped inside an installed package."
+            "or pkg://<python package>/<subdir> for a model directory shipped inside an installed package. With an "
+            "hf-vllm / hf-tgi container: a causal-LM directory, served locally and shipped to the endpoint as its "
+            "model data."
         ),
     ] = None
     factory: Annotated[
@@ -167,6 +172,23 @@ class ModelSpec(StrictModel):
             pattern=r"^[\w.\-/]{1,128}$",
         ),
     ] = None
+    s3_uri: Annotated[
+        str | None,
+        Field(
+            description="A model.tar.gz in S3 holding a Hugging Face causal-LM directory (e.g. a training job's "
+            "model artifacts), for the hf-vllm / hf-tgi containers: the endpoint's model data, used as it is.",
+            pattern=r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]/.+\.tar\.gz$",
+            max_length=1024,
+        ),
+    ] = None
+    training_job: Annotated[
+        str | None,
+        Field(
+            description="A SageMaker training job (e.g. one `neurondeploy train` ran) whose model artifacts the "
+            "hf-vllm / hf-tgi container serves; apply reads them with DescribeTrainingJob (the job must be Completed).",
+            pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
+        ),
+    ] = None
     architecture: Annotated[
         ModelArchitecture | None,
         Field(description="Shape numbers for sizing; read from config.json when path is a HF directory."),
@@ -186,13 +208,13 @@ class ModelSpec(StrictModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
-        given = [name for name in ("path", "factory", "hf_model_id") if getattr(self, name)]
+        given = [name for name in MODEL_SOURCES if getattr(self, name)]
         if self.hf_revision and not self.hf_model_id:
             raise ValueError("hf_revision is the revision of hf_model_id; remove it or set hf_model_id")
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of path (local directory or .pt file), factory (module:function) or hf_model_id"
-                + (f"; got {', '.join(given)}" if given else "")
+                "give exactly one of path (local directory or .pt file), factory (module:function), hf_model_id, "
+                "s3_uri or training_job" + (f"; got {', '.join(given)}" if given else "")
             )
         return self
 
@@ -215,6 +237,10 @@ class ModelSpec(StrictModel):
             return "factory"
         if self.hf_model_id:
             return "hf-hub-id"
+        if self.s3_uri:
+            return "s3-uri"
+        if self.training_job:
+            return "training-job"
         return "torchscript" if self.path.endswith((".pt", ".pth", ".ts")) else "hf-directory"
 
 
@@ -605,6 +631,13 @@ class InferenceSpec(SpecBase):
     def instance_type_field(self) -> str:
         return "deployment.instance_type"
 
+    @property
+    def ships_model_data(self) -> bool:
+        """Whether the endpoint gets its model from our S3 upload (ModelDataUrl, unpacked in /opt/ml/model): our
+        compiled artifact, or a local model directory for a Hugging Face container (which otherwise fetches
+        hf_model_id from the Hub itself)."""
+        return self.deployment.container.kind == "neurondeploy" or self.model.source_kind != "hf-hub-id"
+
     @model_validator(mode="after")
     def _consistent(self) -> InferenceSpec:
         container = self.deployment.container.kind
@@ -618,8 +651,18 @@ class InferenceSpec(SpecBase):
                 "task",
                 f"container {container} serves decoder LLMs only; use task text-generation or container kind neurondeploy",
             )
-        if container != "neurondeploy" and not self.model.hf_model_id:
-            raise FieldIssue("model", f"container {container} loads the model itself; set model.hf_model_id")
+        if container != "neurondeploy" and self.model.source_kind not in HF_CONTAINER_SOURCES:
+            raise FieldIssue(
+                "model",
+                f"container {container} loads a Hugging Face model itself; set model.hf_model_id, model.path "
+                "to a Hugging Face causal-LM directory (e.g. one `neurondeploy train` saved), model.s3_uri or "
+                "model.training_job",
+            )
+        if container == "neurondeploy" and self.model.source_kind in ("s3-uri", "training-job"):
+            raise FieldIssue(
+                f"model.{self.model.source_kind.replace('-', '_')}",
+                "neurondeploy compiles the model here from a local copy; download it and give model.path",
+            )
         if self.model.hf_model_id and container == "neurondeploy":
             raise FieldIssue(
                 "model.hf_model_id",

@@ -176,3 +176,133 @@ def apply_nxd_tensor_parallel(model: TinyLM) -> TinyLM:
                 layer.weight.copy_(full.weight.chunk(size, dim=0 if column else 1)[rank])
             setattr(owner, name, layer)
     return model
+
+
+# --- the trained model as a Hugging Face causal-LM directory -------------------------------------------------
+#
+# TinyLM is GPT-2's computation with bias-free linear layers, exact GELU and an untied head, so its weights map
+# onto transformers' GPT2LMHeadModel exactly (zero biases): any tool that loads Hugging Face models (transformers,
+# vLLM, optimum-neuron) loads it. The tokenizer is its byte-level vocabulary: token id = byte value.
+
+BYTE_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def gpt2_config(config: TinyLMConfig) -> dict:
+    return {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "vocab_size": config.vocab_size,
+        "n_positions": config.max_positions,
+        "n_embd": config.hidden_size,
+        "n_layer": config.layers,
+        "n_head": config.heads,
+        "n_inner": config.intermediate_size,
+        "activation_function": "gelu",  # F.gelu, exact (GPT-2's own is the tanh approximation, gelu_new)
+        "layer_norm_epsilon": 1e-5,  # nn.LayerNorm's default
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "attn_pdrop": 0.0,
+        "scale_attn_weights": True,
+        "tie_word_embeddings": False,
+        "bos_token_id": None,
+        "eos_token_id": None,  # a byte vocabulary has no end-of-text token: answers end at max_tokens or a stop
+        "torch_dtype": "float32",
+    }
+
+
+def gpt2_state_dict(state: dict[str, torch.Tensor], config: TinyLMConfig) -> dict[str, torch.Tensor]:
+    """TinyLM parameter names -> GPT2LMHeadModel's. GPT-2's Conv1D keeps weights as (in, out): transposed."""
+    hidden = config.hidden_size
+    out = {
+        "transformer.wte.weight": state["embed_tokens.weight"],
+        "transformer.wpe.weight": state["embed_positions.weight"],
+        "transformer.ln_f.weight": state["norm.weight"],
+        "transformer.ln_f.bias": state["norm.bias"],
+        "lm_head.weight": state["lm_head.weight"],
+    }
+    for i in range(config.layers):
+        ours, theirs = f"layers.{i}.", f"transformer.h.{i}."
+        qkv = [state[f"{ours}attention.{name}.weight"] for name in ("q_proj", "k_proj", "v_proj")]
+        out |= {
+            f"{theirs}ln_1.weight": state[f"{ours}attention_norm.weight"],
+            f"{theirs}ln_1.bias": state[f"{ours}attention_norm.bias"],
+            f"{theirs}ln_2.weight": state[f"{ours}mlp_norm.weight"],
+            f"{theirs}ln_2.bias": state[f"{ours}mlp_norm.bias"],
+            f"{theirs}attn.c_attn.weight": torch.cat(qkv, dim=0).t(),
+            f"{theirs}attn.c_attn.bias": torch.zeros(3 * hidden),
+            f"{theirs}attn.c_proj.weight": state[f"{ours}attention.o_proj.weight"].t(),
+            f"{theirs}attn.c_proj.bias": torch.zeros(hidden),
+            f"{theirs}mlp.c_fc.weight": state[f"{ours}mlp.up_proj.weight"].t(),
+            f"{theirs}mlp.c_fc.bias": torch.zeros(config.intermediate_size),
+            f"{theirs}mlp.c_proj.weight": state[f"{ours}mlp.down_proj.weight"].t(),
+            f"{theirs}mlp.c_proj.bias": torch.zeros(hidden),
+        }
+    return {name: tensor.detach().float().contiguous() for name, tensor in out.items()}
+
+
+def byte_symbols() -> list[str]:
+    """GPT-2's printable character for each byte (byte-level BPE's alphabet): the byte itself when printable,
+    else the next free code point from 256 up."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    symbols, spare = {}, 256
+    for value in range(256):
+        if value in printable:
+            symbols[value] = chr(value)
+        else:
+            symbols[value], spare = chr(spare), spare + 1
+    return [symbols[value] for value in range(256)]
+
+
+def byte_tokenizer_files(config: TinyLMConfig) -> dict[str, dict]:
+    """tokenizer.json (a byte-level BPE without merges: the `tokenizers` library's format, so no library is
+    needed to write it) and tokenizer_config.json for transformers' PreTrainedTokenizerFast."""
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    tokenizer = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": byte_level,
+        "post_processor": None,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": {symbol: value for value, symbol in enumerate(byte_symbols())},
+            "merges": [],
+        },
+    }
+    tokenizer_config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": config.max_positions,
+        "clean_up_tokenization_spaces": False,
+        "chat_template": BYTE_CHAT_TEMPLATE,
+    }
+    return {"tokenizer.json": tokenizer, "tokenizer_config.json": tokenizer_config}
+
+
+def save_hugging_face_directory(state: dict[str, torch.Tensor], config: TinyLMConfig, directory) -> None:
+    """config.json, model.safetensors (pytorch_model.bin where safetensors is not installed) and the tokenizer."""
+    from pathlib import Path
+
+    directory = Path(directory)
+    weights = gpt2_state_dict(state, config)
+    try:
+        from safetensors.torch import save_file
+
+        save_file(weights, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    except ImportError:
+        torch.save(weights, directory / "pytorch_model.bin")
+    (directory / "config.json").write_text(json.dumps(gpt2_config(config), indent=2))
+    for name, content in byte_tokenizer_files(config).items():
+        (directory / name).write_text(json.dumps(content, ensure_ascii=False, indent=1))

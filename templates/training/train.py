@@ -50,6 +50,7 @@ from tiny_lm import (  # noqa: E402
     apply_tensor_parallel,
     causal_lm_loss,
     keep_pipeline_stage,
+    save_hugging_face_directory,
 )
 
 CHECKPOINT_PREFIX = "step_"
@@ -520,7 +521,8 @@ def load_checkpoint(path: Path, args, rt: Runtime, model, optimizer) -> int:
 
 
 def save_final_model(config: TinyLMConfig, rt: Runtime, model) -> None:
-    """SM_MODEL_DIR gets one full, unsharded state dict (SageMaker uploads it as model.tar.gz)."""
+    """SM_MODEL_DIR gets one full, unsharded state dict (SageMaker uploads it as model.tar.gz), as TinyLM's
+    model.pt and as a Hugging Face causal-LM directory that `neurondeploy serve` and the vLLM container load."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     if rt.xla:
@@ -541,8 +543,9 @@ def save_final_model(config: TinyLMConfig, rt: Runtime, model) -> None:
         full = {k: v.detach().cpu().clone() for part in parts for k, v in part.items()}
         model_dir = Path(os.environ.get("SM_MODEL_DIR", "model"))
         model_dir.mkdir(parents=True, exist_ok=True)
-        torch.save(full, model_dir / "model.pt")
-        (model_dir / "config.json").write_text(config.to_json())
+        torch.save(full, model_dir / "model.pt")  # TinyLM's own names, for tiny_lm.TinyLM.load_state_dict
+        (model_dir / "tiny_lm_config.json").write_text(config.to_json())
+        save_hugging_face_directory(full, config, model_dir)  # config.json + weights + tokenizer: servable
 
 
 # --- loop ----------------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ HEAVY_OPTIONAL = {
     "torch_xla",
     "transformers",
     "huggingface_hub",  # in the Hugging Face images: the LLM export job downloads a pinned revision with it
+    "tokenizers",  # transformers' own dependencies, loaded with it by the LLM endpoint
     "boto3",
     "botocore",
     "jmespath",

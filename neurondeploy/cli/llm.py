@@ -1,0 +1,71 @@
+"""LLM specs and model directories under `serve`, `apply --local` and `invoke --chat`: the local endpoint that
+speaks the vLLM Neuron container's API."""
+
+from __future__ import annotations
+
+import sys
+
+from neurondeploy.cli.local_run import hold_local_endpoint
+from neurondeploy.cli.output import console_err
+from neurondeploy.planner.plan import build_plan
+from neurondeploy.serving.llm import serve as llm_serve
+from neurondeploy.serving.llm.client import chat
+from neurondeploy.specs import LoadedSpec
+
+SAMPLE_PROMPT = "Say hello from Inferentia2."
+SAMPLE_MAX_TOKENS = 24
+
+
+def serve(args, target: llm_serve.LlmTarget) -> int:
+    port = args.port or target.serving.port
+    print(target.routes_line(f"http://{args.host}:{port}") + "; Ctrl-C stops", file=sys.stderr, flush=True)
+    llm_serve.run(target, args.host, port, args.log_level)
+    return 0
+
+
+def apply_local(args, loaded: LoadedSpec) -> int:
+    console = console_err()
+    plan = build_plan(loaded)  # validates first: an invalid spec stops here, before loading any model
+    console.print(f"[bold]{loaded.spec.name}[/]: valid; loading the model")
+    target = llm_serve.target_from_spec(loaded)
+    endpoint = llm_serve.start_local(target, args.host, args.port)
+
+    def introduce() -> None:
+        console.print(target.routes_line(endpoint.url))
+        console.print(f"sample chat (streamed, {SAMPLE_MAX_TOKENS} tokens at most): {SAMPLE_PROMPT!r} ->")
+        answer = chat(endpoint.url, SAMPLE_PROMPT, on_text=lambda text: None, max_tokens=SAMPLE_MAX_TOKENS)
+        console.print(f"  {answer.text!r} ({answer.finish_reason}; model {answer.model})", markup=False)
+        console.print("call it:")
+        console.print(f'  neurondeploy invoke {endpoint.url} --chat "Hello"')
+        console.print(
+            f"  python -c \"import openai; c = openai.OpenAI(base_url='{endpoint.url}/v1', api_key='-'); "
+            f"print(c.chat.completions.create(model='{target.lm.served_name}', "
+            "messages=[{'role': 'user', 'content': 'Hello'}], max_tokens=32).choices[0].message.content)\"",
+            markup=False,
+        )
+
+    return hold_local_endpoint(console, endpoint, plan, args.spec, introduce)
+
+
+def invoke_chat(args) -> int:
+    def show(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    answer = chat(
+        args.target,
+        args.chat,
+        on_text=show,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        stream=not args.no_stream,
+        region=args.region,
+        state_location=args.state,
+    )
+    sys.stdout.write("\n")
+    usage = answer.usage or {}
+    print(
+        f"[{answer.finish_reason}; {usage.get('completion_tokens', '?')} tokens; model {answer.model}]",
+        file=sys.stderr,
+    )
+    return 0
