@@ -29,6 +29,7 @@ from neurondeploy.engine.uploads import (
     check_serving_image,
     ensure_bucket,
     upload_artifact,
+    upload_toolkit,
 )
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.planner.checks import errors_of, run_checks
@@ -37,11 +38,17 @@ from neurondeploy.planner.plan import PlanRefused
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.naming import artifact_uri
 from neurondeploy.specs import InferenceSpec, LoadedSpec
+from neurondeploy.wheel import toolkit_wheel
 
 
 def needs_artifact(loaded: LoadedSpec) -> bool:
     spec = loaded.spec
     return isinstance(spec, InferenceSpec) and spec.deployment.container.kind == "neurondeploy"
+
+
+def needs_toolkit(loaded: LoadedSpec) -> bool:
+    spec = loaded.spec
+    return needs_artifact(loaded) and spec.deployment.platform == "ec2"
 
 
 def apply_spec(
@@ -106,6 +113,10 @@ def apply_spec(
         ensure_bucket(transport, spec.region, ctx)
         upload_artifact(transport, *upload)
         on_event(f"uploaded the artifact to {upload[1]}")
+    if needs_toolkit(loaded):  # instances install this exact build from the bucket (user data checks its sha256)
+        ensure_bucket(transport, spec.region, ctx)
+        for uri in upload_toolkit(transport, ctx.artifact_s3_uri, toolkit_wheel()):
+            on_event(f"uploaded {uri}")
     executor = Executor(transport, state, parallel=parallel, on_event=on_event)
     with state.lock(spec.name, spec.region, spec.kind):  # re-entered by the executor
         result = executor.apply(

@@ -9,11 +9,13 @@ from neurondeploy.archive import artifact_digest, pack_artifact
 from neurondeploy.aws.errors import is_ecr_image_missing, is_s3_missing_bucket, is_s3_missing_object
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.resources.compute import CONSTRAINTS_FILE
 from neurondeploy.resources.model import PlanContext
-from neurondeploy.resources.naming import split_s3
+from neurondeploy.resources.naming import split_s3, toolkit_prefix
 from neurondeploy.resources.s3 import shared_bucket_resource
 from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY, default_serving_image
 from neurondeploy.specs import InferenceSpec
+from neurondeploy.wheel import ToolkitWheel
 
 SHA256_METADATA = "neurondeploy-sha256"
 
@@ -56,6 +58,12 @@ def upload_artifact(transport: AwsTransport, directory: Path, uri: str, digest: 
     digest = digest or artifact_digest(directory)
     if artifact_is_current(transport, uri, digest):
         return False
+    return _put_if_new(transport, uri, pack_artifact(directory), digest, "application/gzip")
+
+
+def _put_if_new(transport: AwsTransport, uri: str, body: bytes, digest: str, content_type: str) -> bool:
+    if artifact_is_current(transport, uri, digest):
+        return False
     bucket, key = split_s3(uri)
     transport.call(
         "s3",
@@ -63,13 +71,28 @@ def upload_artifact(transport: AwsTransport, directory: Path, uri: str, digest: 
         {
             "Bucket": bucket,
             "Key": key,
-            "Body": pack_artifact(directory),
+            "Body": body,
             "Metadata": {SHA256_METADATA: digest},
-            "ContentType": "application/gzip",
+            "ContentType": content_type,
             "ServerSideEncryption": "AES256",
         },
     )
     return True
+
+
+def upload_toolkit(transport: AwsTransport, artifact_s3_uri: str, wheel: ToolkitWheel) -> list[str]:
+    """The exact neurondeploy build instances install: its wheel and constraints, beside the artifact and named by
+    the wheel's sha256 (:func:`~neurondeploy.resources.naming.toolkit_prefix`); only what S3 lacks is sent."""
+    prefix = toolkit_prefix(artifact_s3_uri, wheel.sha256)
+    sent = []
+    objects = (
+        (wheel.filename, wheel.data, wheel.sha256, "application/zip"),
+        (CONSTRAINTS_FILE, wheel.constraints.encode(), wheel.constraints_sha256, "text/plain"),
+    )
+    for name, body, digest, content_type in objects:
+        if _put_if_new(transport, prefix + name, body, digest, content_type):
+            sent.append(prefix + name)
+    return sent
 
 
 def check_serving_image(transport: AwsTransport, spec, ctx: PlanContext) -> None:
