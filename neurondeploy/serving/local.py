@@ -1,23 +1,31 @@
 """`apply SPEC --local`: the main job on a laptop — validate, compile (from the cache when it can), start the
 endpoint on loopback, wait for /ping, send a sample request and show the answer, how to call it, and the AWS
 plan the same spec would apply in the cloud. Ctrl-C stops it cleanly.
+
+The endpoint is the SageMaker hosting replay (:mod:`neurondeploy.engine.replay.hosting`) of the CreateModel and
+CreateEndpointConfig requests the plan renders for the spec: the model's image's serve command, with exactly that
+model's Environment, held to that variant's startup health check. Only the model data differs: the compiled
+artifact directory stands for what SageMaker unpacks from ``ModelDataUrl`` (no S3 here).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from neurondeploy.compiler.artifact import current_runtime
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.engine.replay.hosting import start_container
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.serving.app import InferenceServer
+from neurondeploy.planner.context import plan_context
+from neurondeploy.resources.sagemaker_endpoint import create_endpoint_config_request, create_model_request
 from neurondeploy.serving.client import invoke
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 
@@ -34,7 +42,8 @@ class LocalEndpoint:
     url: str
     artifact_dir: Path
     stop: Callable[[], None]
-    thread: threading.Thread
+    thread: threading.Thread  # alive while the endpoint runs
+    notes: list[str] = field(default_factory=list)  # what the replay stands in for
 
 
 def sample_request(spec: InferenceSpec) -> dict:
@@ -62,9 +71,7 @@ def start_local_endpoint(
     out_dir: Path | None = None,
     on_bucket=None,
 ) -> LocalEndpoint:
-    """Compile (cache first) and start the server in a background thread; returns once it is listening."""
-    import uvicorn
-
+    """Compile (cache first), then replay the plan's SageMaker model on it; returns once it answers /ping."""
     spec = loaded.spec
     if not isinstance(spec, InferenceSpec):
         raise LocalApplyError(f"{loaded.source.file} is a training spec", "use `neurondeploy train SPEC --local`")
@@ -82,26 +89,20 @@ def start_local_endpoint(
         out_dir=out_dir,
         on_bucket=on_bucket,
     )
-    server = InferenceServer(result.artifact_dir, spec.serving, 1, current_runtime())
-    config = uvicorn.Config(
-        server.app(),
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=10,
-    )
-    uvicorn_server = uvicorn.Server(config)
-    uvicorn_server.install_signal_handlers = lambda: None  # the main thread owns Ctrl-C
-    thread = threading.Thread(target=uvicorn_server.run, name="neurondeploy-local-endpoint", daemon=True)
-    thread.start()
+    ctx = plan_context(loaded)
+    container = create_model_request(spec, ctx)["PrimaryContainer"]
+    (variant,) = create_endpoint_config_request(spec, ctx)["ProductionVariants"]
+    root = Path(tempfile.mkdtemp(prefix=f"neurondeploy-{spec.name}-"))
+    hosted = start_container(container, variant, result.artifact_dir.resolve(), root=root, port=port, host=host)
+    watcher = threading.Thread(target=hosted.container.process.wait, name="neurondeploy-local-endpoint", daemon=True)
+    watcher.start()
 
     def stop() -> None:
-        uvicorn_server.should_exit = True
-        thread.join(timeout=30)
+        hosted.stop()
+        watcher.join(timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
 
-    return LocalEndpoint(f"http://{host}:{port}", result.artifact_dir, stop, thread)
+    return LocalEndpoint(hosted.url, result.artifact_dir, stop, watcher, hosted.notes)
 
 
 def wait_until_ready(endpoint: LocalEndpoint, timeout_s: float = READY_TIMEOUT_S) -> None:

@@ -97,6 +97,7 @@ def start_container(
     *,
     root: Path,
     port: int | None = None,
+    host: str = "127.0.0.1",
     download_s: float = 0.0,
 ) -> HostedContainer:
     """Start the model's ``container`` (a CreateModel PrimaryContainer) for ``variant`` (a ProductionVariant) on an
@@ -106,12 +107,12 @@ def start_container(
     env = process_env(
         {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"},
         container.get("Environment", {}),
-        # What the runtime adds: the port to bind (SageMaker's is 8080; here a free one) and where the model is
-        # mounted (the image's /opt/ml/model, here under the sandbox root).
-        {"SAGEMAKER_BIND_TO_PORT": str(port), "NEURONDEPLOY_ARTIFACT": str(model_dir)},
+        # What the runtime adds: the port to bind (SageMaker's is 8080; here a free one on loopback) and where the
+        # model is mounted (the image's /opt/ml/model, here under the sandbox root).
+        {"SAGEMAKER_BIND_TO_PORT": str(port), "NEURONDEPLOY_ARTIFACT": str(model_dir), "NEURONDEPLOY_BIND_HOST": host},
     )
     started = start(command, env=env, cwd=root, log=root / "container.log")
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{host}:{port}"
     timeout = float(variant.get("ContainerStartupHealthCheckTimeoutInSeconds", 60))
     try:
         startup = wait_for_ping(started, f"{url}/ping", timeout, f"the container of {container['Image']}")
@@ -120,7 +121,7 @@ def start_container(
         raise
     notes = [
         f"{variant.get('InstanceType', 'the instance')}: the Neuron runtime is a CPU stand-in here",
-        f"/opt/ml/model is {model_dir}; the container binds 127.0.0.1:{port} instead of :8080",
+        f"/opt/ml/model is {model_dir}; the container binds {host}:{port} instead of :8080",
     ]
     return HostedContainer(url, started, model_dir, download_s, startup, notes)
 
