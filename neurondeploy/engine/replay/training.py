@@ -131,8 +131,90 @@ class TrainingReplay:
     notes: list[str] = field(default_factory=list)
 
 
-def _sandboxed(value: str, root: Path) -> str:
-    return str(host_path(root, value)) if value == OPT_ML or value.startswith(OPT_ML + "/") else value
+def mounted(value: str, mounts: dict[str, Path]) -> str:
+    """A container path in ``value`` (an environment value that is a path) as it is mounted here: the longest
+    mount prefix wins; anything else unchanged."""
+    for container in sorted(mounts, key=len, reverse=True):
+        if value == container or value.startswith(container.rstrip("/") + "/"):
+            return str(mounts[container]) + value[len(container.rstrip("/")) :]
+    return value
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the training container runs for a job: the command and the environment it adds."""
+
+    command: list[str]
+    env: dict[str, str]
+    processes: int
+    channels: dict[str, Path]
+
+
+def container_launch(job: dict, mounts: dict[str, Path], *, processes: int | None = None) -> Launch:
+    """The command and environment sagemaker-training-toolkit derives from the CreateTrainingJob ``job`` on one host,
+    with its paths where ``mounts`` (container path -> local path; ``/opt/ml`` at least) put them. ``processes``:
+    torchrun's processes per host; default one per NeuronCore of the job's instance type."""
+    name = job["TrainingJobName"]
+    hyperparameters = {key: decode(value) for key, value in job.get("HyperParameters", {}).items()}
+    program = hyperparameters.get("sagemaker_program")
+    if not program or not hyperparameters.get("sagemaker_submit_directory"):
+        raise ReplayError(
+            f"{name} names no sagemaker_program / sagemaker_submit_directory", "train it with neurondeploy"
+        )
+    user = {key: value for key, value in hyperparameters.items() if not key.startswith(LAUNCH_PREFIX)}
+    instance = job["ResourceConfig"]["InstanceType"]
+    processes = processes or catalog.get_instance(instance.removeprefix("ml.")).neuron_cores
+
+    def here(path: str) -> Path:
+        return Path(mounted(path, mounts))
+
+    model, output, code = here(f"{OPT_ML}/model"), here(f"{OPT_ML}/output"), here(f"{OPT_ML}/code")
+    channels = {
+        c["ChannelName"]: here(f"{OPT_ML}/input/data/{c['ChannelName']}") for c in job.get("InputDataConfig", [])
+    }
+    args = to_cmd_args(user)
+    env = {
+        "SM_MODEL_DIR": str(model),
+        "SM_OUTPUT_DIR": str(output),
+        "SM_OUTPUT_DATA_DIR": str(output / "data"),
+        "SM_INPUT_DIR": str(here(f"{OPT_ML}/input")),
+        "SM_INPUT_CONFIG_DIR": str(here(f"{OPT_ML}/input/config")),
+        "SM_CHANNELS": json.dumps(sorted(channels)),
+        "SM_HPS": json.dumps(user, sort_keys=True),
+        "SM_USER_ARGS": json.dumps(args),
+        "SM_HOSTS": json.dumps([HOST]),
+        "SM_CURRENT_HOST": HOST,
+        "SM_NUM_CPUS": str(os.cpu_count() or 1),
+        "SM_NUM_GPUS": "0",
+        "SM_NUM_NEURONS": str(processes),
+        "SM_MODULE_NAME": Path(str(program)).stem,
+        "SM_MODULE_DIR": str(hyperparameters["sagemaker_submit_directory"]),
+        "SM_USER_ENTRY_POINT": str(program),
+        "SM_CURRENT_INSTANCE_TYPE": instance,
+        "SM_TRAINING_ENV": json.dumps(
+            {
+                "job_name": name,
+                "hosts": [HOST],
+                "current_host": HOST,
+                "hyperparameters": user,
+                "channel_input_dirs": {k: str(v) for k, v in channels.items()},
+                "model_dir": str(model),
+                "output_data_dir": str(output / "data"),
+                "num_neurons": processes,
+                "is_master": True,
+            }
+        ),
+        **{f"SM_CHANNEL_{k.upper()}": str(v) for k, v in channels.items()},
+        **{f"SM_HP_{k.upper()}": env_value(v) for k, v in user.items()},
+        # the job's own Environment, as sent, its container paths where they are mounted
+        **{key: mounted(value, mounts) for key, value in job.get("Environment", {}).items()},
+    }
+    launcher = []
+    if hyperparameters.get("sagemaker_torch_distributed_enabled"):
+        # one host: --standalone is torchrun's single-node rendezvous on a free port (the toolkit's algo-1:7777 is a
+        # multi-host address; a fixed port here would collide with any other run on this machine)
+        launcher = ["-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", str(processes)]
+    return Launch([sys.executable, *launcher, str(code / str(program)), *args], env, processes, channels)
 
 
 def replay_training_job(
@@ -152,25 +234,20 @@ def replay_training_job(
             f"{name} asks for {resources['InstanceCount']} hosts; the replay runs one",
             "replay a one-instance job (instance_count: 1)",
         )
-    environment = dict(job.get("Environment", {}))
-    if environment.get("RUN_NEURON_PARALLEL_COMPILE") == "1":
+    if job.get("Environment", {}).get("RUN_NEURON_PARALLEL_COMPILE") == "1":
         raise ReplayError(
             f"{name} sets RUN_NEURON_PARALLEL_COMPILE=1: the container runs neuron_parallel_compile, a graph-extraction "
             "trial that only fills the compile cache, and there is no Neuron compiler here",
             "replay it with parallel_compile: false",
         )
-    hyperparameters = {key: decode(value) for key, value in job.get("HyperParameters", {}).items()}
-    program = hyperparameters.get("sagemaker_program")
-    submit = hyperparameters.get("sagemaker_submit_directory")
-    if not program or not submit:
-        raise ReplayError(
-            f"{name} names no sagemaker_program / sagemaker_submit_directory", "train it with neurondeploy"
-        )
-    user = {key: value for key, value in hyperparameters.items() if not key.startswith(LAUNCH_PREFIX)}
-    instance = resources["InstanceType"]
-    processes = catalog.get_instance(instance.removeprefix("ml.")).neuron_cores
-
     opt_ml = host_path(root, OPT_ML)
+    mounts = {OPT_ML: opt_ml}
+    checkpoint = job.get("CheckpointConfig")
+    local = None
+    if checkpoint:
+        local_path = checkpoint.get("LocalPath", "/opt/ml/checkpoints")
+        local = mounts[local_path] = host_path(root, local_path)
+    launch = container_launch(job, mounts)
     code, model, output = opt_ml / "code", opt_ml / "model", opt_ml / "output"
     config = opt_ml / "input" / "config"
     for directory in (code, model, output / "data", config):
@@ -180,76 +257,30 @@ def replay_training_job(
     (config / "inputdataconfig.json").write_text(
         json.dumps({c["ChannelName"]: {"TrainingInputMode": "File"} for c in job.get("InputDataConfig", [])})
     )
-    unpack(s3_bytes(transport, submit), code)
-    channels = {}
+    unpack(s3_bytes(transport, str(decode(job["HyperParameters"]["sagemaker_submit_directory"]))), code)
     for channel in job.get("InputDataConfig", []):
-        directory = opt_ml / "input" / "data" / channel["ChannelName"]
+        directory = launch.channels[channel["ChannelName"]]
         directory.mkdir(parents=True, exist_ok=True)
         s3_download_prefix(transport, channel["DataSource"]["S3DataSource"]["S3Uri"], directory)
-        channels[channel["ChannelName"]] = directory
-
     sync = None
     downloaded = 0
-    checkpoint = job.get("CheckpointConfig")
     if checkpoint:
-        local = host_path(root, checkpoint.get("LocalPath", "/opt/ml/checkpoints"))
         local.mkdir(parents=True, exist_ok=True)
         downloaded = len(s3_download_prefix(transport, checkpoint["S3Uri"], local))
         sync = CheckpointSync(transport, local, checkpoint["S3Uri"])
         sync.mark_present()
 
-    args = to_cmd_args(user)
-    toolkit_env = {
-        "SM_MODEL_DIR": str(model),
-        "SM_OUTPUT_DIR": str(output),
-        "SM_OUTPUT_DATA_DIR": str(output / "data"),
-        "SM_INPUT_DIR": str(opt_ml / "input"),
-        "SM_INPUT_CONFIG_DIR": str(config),
-        "SM_CHANNELS": json.dumps(sorted(channels)),
-        "SM_HPS": json.dumps(user, sort_keys=True),
-        "SM_USER_ARGS": json.dumps(args),
-        "SM_HOSTS": json.dumps([HOST]),
-        "SM_CURRENT_HOST": HOST,
-        "SM_NUM_CPUS": str(os.cpu_count() or 1),
-        "SM_NUM_GPUS": "0",
-        "SM_NUM_NEURONS": str(processes),
-        "SM_MODULE_NAME": Path(str(program)).stem,
-        "SM_MODULE_DIR": str(submit),
-        "SM_USER_ENTRY_POINT": str(program),
-        "SM_CURRENT_INSTANCE_TYPE": instance,
-        "SM_TRAINING_ENV": json.dumps(
-            {
-                "job_name": name,
-                "hosts": [HOST],
-                "current_host": HOST,
-                "hyperparameters": user,
-                "channel_input_dirs": {k: str(v) for k, v in channels.items()},
-                "model_dir": str(model),
-                "output_data_dir": str(output / "data"),
-                "num_neurons": processes,
-                "is_master": True,
-            }
-        ),
-        **{f"SM_CHANNEL_{k.upper()}": str(v) for k, v in channels.items()},
-        **{f"SM_HP_{k.upper()}": env_value(v) for k, v in user.items()},
-    }
     env = process_env(
-        toolkit_env,
-        {key: _sandboxed(value, root) for key, value in environment.items()},
-        {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes))},
+        launch.env,
+        {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // launch.processes))},
         aws=True,  # the execution role, stood in for by the caller's credentials
     )
-    if hyperparameters.get("sagemaker_torch_distributed_enabled"):
-        launcher = ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(processes)]
-    else:
-        launcher = []
-    command = [sys.executable, *launcher, str(code / str(program)), *args]
     limit = float(job.get("StoppingCondition", {}).get("MaxRuntimeInSeconds", 86400))
     limit = min(limit, timeout_s) if timeout_s else limit
     began = time.monotonic()
     if sync:
         sync.start()
-    started = start(command, env=env, cwd=code, log=root / "training.log")
+    started = start(launch.command, env=env, cwd=code, log=root / "training.log")
     try:
         exit_code = started.process.wait(timeout=limit)
     except subprocess.TimeoutExpired:
@@ -271,15 +302,15 @@ def replay_training_job(
         s3_put(transport, artifacts, pack(model))
         s3_put(transport, prefix + "output.tar.gz", pack(output / "data"))
     notes = [
-        f"{instance}: {processes} processes (one per NeuronCore) on this CPU with gloo; the Neuron runtime is a "
-        "CPU stand-in",
+        f"{resources['InstanceType']}: {launch.processes} processes (one per NeuronCore) on this CPU with gloo; the "
+        "Neuron runtime is a CPU stand-in",
         f"/opt/ml is {opt_ml}",
     ]
     return TrainingReplay(
         name,
         root,
         exit_code,
-        command,
+        launch.command,
         started.output(200_000),
         artifacts,
         downloaded,
