@@ -18,6 +18,7 @@ from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.changes import Changes, changes
 from neurondeploy.engine.destroy import sweep_leftovers
 from neurondeploy.engine.executor import ApplyResult, Executor
+from neurondeploy.engine.model_bundle import dlc_model_dir
 from neurondeploy.engine.ownership import ownership_of, refuse_foreign
 from neurondeploy.engine.quotas import check_quotas
 from neurondeploy.engine.refresh import refresh
@@ -37,6 +38,7 @@ from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.plan import PlanRefused
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.naming import artifact_uri
+from neurondeploy.resources.sagemaker_endpoint import runs_on_dlc
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 from neurondeploy.wheel import toolkit_wheel
 
@@ -93,6 +95,8 @@ def apply_spec(
                     "pass --artifact DIR, or let apply compile it",
                 )
             artifact_dir = compile_artifact(loaded)
+        if spec.deployment.platform == "sagemaker" and runs_on_dlc(spec, ctx):  # our server rides in model.tar.gz
+            artifact_dir = dlc_model_dir(Path(artifact_dir), toolkit_wheel())
         digest = artifact_digest(Path(artifact_dir))
         uri = artifact_uri(spec, dataclasses.replace(ctx, artifact_sha256=digest))
         if not artifact_is_current(transport, uri, digest):

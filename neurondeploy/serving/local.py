@@ -22,12 +22,18 @@ from pathlib import Path
 
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.engine.model_bundle import dlc_model_dir
 from neurondeploy.engine.replay.hosting import start_container
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.planner.context import plan_context
-from neurondeploy.resources.sagemaker_endpoint import create_endpoint_config_request, create_model_request
+from neurondeploy.resources.sagemaker_endpoint import (
+    create_endpoint_config_request,
+    create_model_request,
+    runs_on_dlc,
+)
 from neurondeploy.serving.client import invoke
 from neurondeploy.specs import InferenceSpec, LoadedSpec
+from neurondeploy.wheel import toolkit_wheel
 
 READY_TIMEOUT_S = 300
 SAMPLE_TEXT = "neurondeploy serves this model on Inferentia2 and, right now, on this machine."
@@ -93,7 +99,10 @@ def start_local_endpoint(
     container = create_model_request(spec, ctx)["PrimaryContainer"]
     (variant,) = create_endpoint_config_request(spec, ctx)["ProductionVariants"]
     root = Path(tempfile.mkdtemp(prefix=f"neurondeploy-{spec.name}-"))
-    hosted = start_container(container, variant, result.artifact_dir.resolve(), root=root, port=port, host=host)
+    model_dir = result.artifact_dir.resolve()
+    if runs_on_dlc(spec, ctx):  # model.tar.gz as apply builds it: the artifact plus code/ with our wheel
+        model_dir = dlc_model_dir(model_dir, toolkit_wheel())
+    hosted = start_container(container, variant, model_dir, root=root, port=port, host=host)
     watcher = threading.Thread(target=hosted.container.process.wait, name="neurondeploy-local-endpoint", daemon=True)
     watcher.start()
 

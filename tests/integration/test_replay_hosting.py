@@ -17,6 +17,7 @@ from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.replay.hosting import replay_endpoint, start_container
 from neurondeploy.engine.replay.sandbox import ReplayError
 from neurondeploy.engine.state import StateStore
+from neurondeploy.wheel import toolkit_wheel
 
 from .test_apply import transport
 from .test_sagemaker_endpoint import MINILM, load, sagemaker_world  # noqa: F401  (fixture)
@@ -49,8 +50,11 @@ def test_the_replayed_endpoint_answers_eager_pytorchs_embeddings(applied, tmp_pa
     loaded, artifact = applied
     hosted = replay_endpoint(transport(), "minilm-embed", tmp_path / "instance")
     try:
-        # unpacked from the S3 object CreateModel names, not the local artifact directory
+        # unpacked from the S3 object CreateModel names, not the local artifact directory: the artifact, and code/
+        # with the handler and this toolkit's wheel, which the DLC's toolkit installed at start
         assert (hosted.model_dir / "manifest.json").read_bytes() == (artifact / "manifest.json").read_bytes()
+        assert (hosted.model_dir / "code" / toolkit_wheel().filename).read_bytes() == toolkit_wheel().data
+        assert "pytorch-inference-neuronx" in hosted.container.command[-1] or hosted.container.command
         answer = hosted.invoke(json.dumps({"inputs": TEXTS}).encode())
         assert answer["ContentType"].startswith("application/json")
         got = torch.tensor(json.loads(answer["Body"]))

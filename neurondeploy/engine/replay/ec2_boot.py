@@ -17,19 +17,24 @@ import shlex
 import signal
 import subprocess
 import sys
-import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from neurondeploy.engine.replay import systemctl_shim
-from neurondeploy.engine.replay.sandbox import Logged, ReplayError, host_path, process_env, wait_for_ping
+from neurondeploy.engine.replay.sandbox import (
+    Logged,
+    ReplayError,
+    host_path,
+    process_env,
+    python_standin,
+    wait_for_ping,
+)
 from neurondeploy.resources.model import DLAMI_NEURON_VENV
 
 HOST_PREFIXES = re.compile(r"(?:(?<=^)|(?<=[\s'\"=>(:]))/(?=(?:opt|etc|var)/)", re.MULTILINE)
 UNIT = "neurondeploy.service"
 HOST_DIRS = ("/opt", "/etc/systemd/system", "/var/log", "/run", "/tmp")
-WITHOUT = ("neurondeploy", "__editable__", "__editable___neurondeploy")  # what the DLAMI venv stand-in must not see
 
 
 def sandboxed_script(script: str, root: Path) -> str:
@@ -42,28 +47,8 @@ def user_data_of(launch_template_data: dict) -> str:
 
 
 def dlami_venv_standin(root: Path, venv: str = DLAMI_NEURON_VENV) -> Path:
-    """A venv at the DLAMI venv's (sandboxed) path whose interpreter sees this machine's packages minus neurondeploy,
-    through a directory of links and a .pth file; its ``pip`` is that interpreter's ``-m pip``."""
-    directory = host_path(root, venv)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True)
-    mirror = root / ".replay" / "dlami-site-packages"
-    mirror.mkdir(parents=True, exist_ok=True)
-    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if not entry.name.startswith(WITHOUT) and entry.suffix != ".pth":
-            (mirror / entry.name).symlink_to(entry)
-    site = Path(
-        subprocess.run(
-            [str(directory / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    )
-    (site / "dlami-standin.pth").write_text(f"{mirror}\n")
-    pip = directory / "bin" / "pip"
-    pip.write_text(f'#!/bin/sh\nexec "{directory}/bin/python" -m pip "$@"\n')
-    pip.chmod(0o755)
-    return directory
+    """The DLAMI's Neuron PyTorch venv: at its (sandboxed) path, seeing this machine's packages minus neurondeploy."""
+    return python_standin(host_path(root, venv), root)
 
 
 @dataclass

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import time
 import urllib.error
@@ -100,6 +101,42 @@ def pack(directory: Path) -> bytes:
     return buffer.getvalue()
 
 
+# --- a host's Python ------------------------------------------------------------------------------------------
+
+WITHOUT = ("neurondeploy", "__editable__", "__editable___neurondeploy")  # what a host's Python must not see yet
+
+
+def python_standin(directory: Path, root: Path) -> Path:
+    """A venv at ``directory`` standing in for a host's or image's Python (the DLAMI's Neuron venv, the DLC's):
+    its interpreter sees this machine's packages minus neurondeploy (through a directory of links and a .pth
+    file), so neurondeploy is there only once the replayed boot or container installs it; ``pip`` is that
+    interpreter's ``-m pip``."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True)
+    mirror = root / ".replay" / f"site-packages-{directory.name}"
+    mirror.mkdir(parents=True, exist_ok=True)
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.startswith(WITHOUT) and entry.suffix != ".pth":
+            (mirror / entry.name).symlink_to(entry)
+    site = Path(
+        subprocess.run(
+            [str(directory / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    (site / "host-standin.pth").write_text(f"{mirror}\n")
+    script(directory / "bin" / "pip", f'exec "{directory}/bin/python" -m pip "$@"')
+    return directory
+
+
+def script(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
 # --- processes -----------------------------------------------------------------------------------------------
 
 
@@ -131,22 +168,29 @@ class Started(Logged):
     process: subprocess.Popen
     log: Path
     notes: list[str] = field(default_factory=list)
+    lock: object | None = None  # an open file holding a machine-wide lock while the process runs
 
     def returncode(self) -> int | None:
         return self.process.poll()
 
     def stop(self) -> None:
         """SIGTERM to the group (a container's stop), SIGKILL after the grace period."""
-        if self.process.poll() is not None:
-            return
         try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=STOP_GRACE_S)
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         except ProcessLookupError:
             pass
+        try:  # what the leader started may outlive it in the group (TorchServe's Java frontend and workers)
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
 
 
 def start(command: list[str], *, env: dict[str, str], cwd: Path, log: Path) -> Started:
