@@ -8,6 +8,7 @@ import json
 import socket
 import subprocess
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from neurondeploy.engine.replay.ec2_boot import replay_boot
 from neurondeploy.engine.replay.sandbox import ReplayError
 from neurondeploy.engine.state import StateStore
 from neurondeploy.specs import parse_spec
+from neurondeploy.standin import CPU_STANDIN_ENV, CPU_STANDIN_REASON
 from neurondeploy.wheel import toolkit_wheel
 
 from .test_apply import NAME, apply_once, artifact, world  # noqa: F401  (fixtures)
@@ -35,8 +37,6 @@ def with_port(loaded, port: int):
     path = loaded.source.file.replace(".yaml", "-port.yaml")
     text += f"serving:\n  port: {port}\n"
     open(path, "w").write(text)
-    from pathlib import Path
-
     return parse_spec(text, file=path, path=Path(path))
 
 
@@ -86,6 +86,9 @@ def test_the_boot_script_installs_the_uploaded_wheel_and_its_unit_serves(world, 
         assert "Location: " + str(boot.venv) in installed
         assert (tmp_path / "instance" / "opt" / "neurondeploy" / "artifact" / "manifest.json").is_file()
         assert "sha256" not in boot.boot_log or "refusing" not in boot.boot_log
+        # the unit's server is told, explicitly, that it is a CPU stand-in of the Neuron runtime
+        environ = (Path("/proc") / str(boot.server.pid) / "environ").read_bytes().split(b"\0")
+        assert f"{CPU_STANDIN_ENV}={CPU_STANDIN_REASON}".encode() in environ
         answer = post(boot.url, {"inputs": [1, 2, 3]})
         assert len(answer) == 16 and all(isinstance(value, float) for value in answer)
         unit_log = (tmp_path / "instance" / "var" / "log" / "neurondeploy.service.log").read_text()

@@ -6,6 +6,7 @@ embeddings."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.replay.hosting import replay_endpoint, start_container
 from neurondeploy.engine.replay.sandbox import ReplayError
 from neurondeploy.engine.state import StateStore
+from neurondeploy.standin import CPU_STANDIN_ENV, CPU_STANDIN_REASON
 from neurondeploy.wheel import toolkit_wheel
 
 from .test_apply import transport
@@ -54,7 +56,9 @@ def test_the_replayed_endpoint_answers_eager_pytorchs_embeddings(applied, tmp_pa
         # with the handler and this toolkit's wheel, which the DLC's toolkit installed at start
         assert (hosted.model_dir / "manifest.json").read_bytes() == (artifact / "manifest.json").read_bytes()
         assert (hosted.model_dir / "code" / toolkit_wheel().filename).read_bytes() == toolkit_wheel().data
-        assert "pytorch-inference-neuronx" in hosted.container.command[-1] or hosted.container.command
+        assert "sagemaker_pytorch_serving_container" in hosted.container.command[-1]  # the DLC's serve
+        environ = (Path("/proc") / str(hosted.container.process.pid) / "environ").read_bytes().split(b"\0")
+        assert f"{CPU_STANDIN_ENV}={CPU_STANDIN_REASON}".encode() in environ  # said, not silently bypassed
         answer = hosted.invoke(json.dumps({"inputs": TEXTS}).encode())
         assert answer["ContentType"].startswith("application/json")
         got = torch.tensor(json.loads(answer["Body"]))
