@@ -15,13 +15,15 @@ from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.compiler.models import load_model
 from neurondeploy.engine.apply import apply_spec
-from neurondeploy.engine.replay.hosting import replay_endpoint, start_container
+from neurondeploy.engine.replay.hosting import ENTRYPOINT, replay_endpoint, start_container
 from neurondeploy.engine.replay.sandbox import ReplayError
 from neurondeploy.engine.state import StateStore
+from neurondeploy.planner.context import plan_context
+from neurondeploy.resources.sagemaker_endpoint import create_endpoint_config_request, create_model_request
 from neurondeploy.standin import CPU_STANDIN_ENV, CPU_STANDIN_REASON
 from neurondeploy.wheel import toolkit_wheel
 
-from .test_apply import transport
+from .test_apply import artifact, transport  # noqa: F401  (fixture)
 from .test_sagemaker_endpoint import MINILM, load, sagemaker_world  # noqa: F401  (fixture)
 from .test_serving import eager_embeddings
 
@@ -78,3 +80,22 @@ def test_the_replayed_endpoint_answers_eager_pytorchs_embeddings(applied, tmp_pa
     broken = {**container, "Environment": {**container["Environment"], "NEURONDEPLOY_SERVING": "{not json"}}
     with pytest.raises(ReplayError, match="exited with"):
         start_container(broken, variant, hosted.model_dir, root=tmp_path / "broken")
+
+
+def test_our_own_image_stays_an_option_and_its_entrypoint_serves_the_model(artifact, tmp_path):  # noqa: F811
+    """With deployment.container.image_uri naming our image, the model's container is infra/serving's entrypoint."""
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/neurondeploy-serving:0.1.0"
+    loaded = load(
+        tmp_path, MINILM, **{"  instance_count: 1\n": f"  instance_count: 1\n  container:\n    image_uri: {image}\n"}
+    )
+    ctx = plan_context(loaded, account_id="123456789012")
+    container = create_model_request(loaded.spec, ctx)["PrimaryContainer"]
+    (variant,) = create_endpoint_config_request(loaded.spec, ctx)["ProductionVariants"]
+    assert container["Image"] == image and "SAGEMAKER_PROGRAM" not in container["Environment"]
+    hosted = start_container(container, variant, artifact, root=tmp_path / "instance")
+    try:
+        assert hosted.container.command[-2:] == [str(ENTRYPOINT), "serve"]
+        answer = json.loads(hosted.invoke(json.dumps({"inputs": [1, 2, 3]}).encode())["Body"])
+        assert len(answer) == 16
+    finally:
+        hosted.stop()
