@@ -64,6 +64,8 @@ def cmd_apply_local(args) -> int:
         body = json.dumps(payload) if len(json.dumps(payload)) < 200 else "@request.json"
         console.print(f"endpoint ready at [bold]{endpoint.url}[/] (artifact {endpoint.artifact_dir})")
         console.print(f"sample answer: {local.describe_answer(answer)}")
+        for note in endpoint.notes:
+            console.print(f"replay: {note}")
         console.print("call it:")
         console.print(f"  curl -s -X POST {endpoint.url}/invocations -H 'Content-Type: application/json' -d '{body}'")
         console.print(f"  neurondeploy invoke {endpoint.url} --data '{body}'")

@@ -19,6 +19,7 @@ from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.engine.changes import Changes, changes
 from neurondeploy.engine.destroy import sweep_leftovers
 from neurondeploy.engine.executor import ApplyResult, Executor
+from neurondeploy.engine.model_bundle import dlc_model_dir
 from neurondeploy.engine.ownership import ownership_of, refuse_foreign
 from neurondeploy.engine.quotas import check_quotas
 from neurondeploy.engine.refresh import refresh
@@ -30,6 +31,7 @@ from neurondeploy.engine.uploads import (
     check_serving_image,
     ensure_bucket,
     upload_artifact,
+    upload_toolkit,
 )
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.manifest import read_manifest
@@ -39,7 +41,9 @@ from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.plan import PlanRefused
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.naming import artifact_uri
+from neurondeploy.resources.sagemaker_endpoint import runs_on_dlc
 from neurondeploy.specs import InferenceSpec, LoadedSpec
+from neurondeploy.wheel import toolkit_wheel
 
 
 def needs_artifact(loaded: LoadedSpec) -> bool:
@@ -90,6 +94,11 @@ def check_artifact(loaded: LoadedSpec, artifact_dir: Path) -> str | None:
     return gate_artifact(
         loaded.spec, read_manifest(artifact_dir), where=f"artifact {artifact_dir}", spec_file=str(loaded.source.file)
     )
+
+
+def needs_toolkit(loaded: LoadedSpec) -> bool:
+    spec = loaded.spec
+    return needs_artifact(loaded) and spec.deployment.platform == "ec2"
 
 
 def apply_spec(
@@ -145,6 +154,8 @@ def apply_spec(
         notice = check_artifact(loaded, Path(artifact_dir))  # said once the other checks passed
         if notice:
             on_event(notice)
+        if spec.deployment.platform == "sagemaker" and runs_on_dlc(spec, ctx):  # our server rides in model.tar.gz
+            artifact_dir = dlc_model_dir(Path(artifact_dir), toolkit_wheel())
         digest = artifact_digest(Path(artifact_dir))
         uri = artifact_uri(spec, dataclasses.replace(ctx, artifact_sha256=digest))
         if not artifact_is_current(transport, uri, digest):
@@ -165,6 +176,10 @@ def apply_spec(
         ensure_bucket(transport, spec.region, ctx)
         upload_artifact(transport, *upload)
         on_event(f"uploaded the artifact to {upload[1]}")
+    if needs_toolkit(loaded):  # instances install this exact build from the bucket (user data checks its sha256)
+        ensure_bucket(transport, spec.region, ctx)
+        for uri in upload_toolkit(transport, ctx.artifact_s3_uri, toolkit_wheel()):
+            on_event(f"uploaded {uri}")
     executor = Executor(transport, state, parallel=parallel, on_event=on_event)
     with state.lock(spec.name, spec.region, spec.kind):  # re-entered by the executor
         result = executor.apply(

@@ -136,11 +136,12 @@ class Executor:
             self._retire(name, plan.retire)
             self._restore(name, ordered)
             current = self.state.get(name)
+            existing = set(current.resources)
             try:
                 self._create_all(name, ordered, current, result, set(plan.update))
             except NeurondeployError:
                 if rollback:
-                    self._rollback(name, result)
+                    self._rollback(name, result, existing)
                 raise
             after = self.state.get(name)
             self._delete(name, [r for n, r in after.resources.items() if is_retired(n)], after, result)
@@ -148,7 +149,9 @@ class Executor:
         result.seconds = time.perf_counter() - started
         return result
 
-    def _rollback(self, name: str, result: ApplyResult) -> None:
+    def _rollback(self, name: str, result: ApplyResult, existing: set[str]) -> None:
+        """Delete what this apply made: the resources it completed, and any it left half-made (its first requests
+        sent, a later one failed: an instance profile without its role), which are recorded but not complete."""
         if result.updated:  # something in place already uses what this apply created: deleting it would break it
             self.on_event(
                 f"apply failed after updating {', '.join(result.updated)} in place: not rolled back; "
@@ -157,7 +160,8 @@ class Executor:
             return
         self.on_event("apply failed: rolling back what this apply created")
         after = self.state.get(name)
-        self._delete(name, [after.resources[n] for n in result.created if n in after.resources], after, ApplyResult())
+        made = [n for n in after.resources if n in result.created or (n not in existing and not is_retired(n))]
+        self._delete(name, [after.resources[n] for n in made], after, ApplyResult())
         after = self.state.get(name)
         for retired in sorted((r for n, r in after.resources.items() if is_retired(n)), key=lambda r: r.sequence):
             base = retired.name.split(RETIRED, 1)[0]

@@ -19,25 +19,16 @@ path) replaces this small runner where it exists.
 from __future__ import annotations
 
 import io
-import json
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 from neurondeploy.aws.paging import Paged
 from neurondeploy.aws.transport import AwsTransport
+from neurondeploy.engine.replay.training import container_launch, decode
 from neurondeploy.resources.naming import split_s3
 
-HOST = "algo-1"
 OPT_ML = "/opt/ml"
-
-
-def _decode(value: str):
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
 
 
 def _get(transport: AwsTransport, uri: str) -> bytes:
@@ -69,41 +60,13 @@ def own_entrypoint_command(request: dict, work_dir: Path) -> tuple[list[str], di
 
 
 def container_command(request: dict, work_dir: Path, processes: int = 1) -> tuple[list[str], dict[str, str], Path]:
-    """(argv, environment, working directory) of the job's entry, as the toolkit would start it (or, when the
-    request overrides the entrypoint, as SageMaker starts that)."""
+    """(argv, environment, working directory) of the job's entry, as the toolkit would start it (the training
+    replay's derivation, with /opt/ml at ``work_dir``), or, when the request overrides the entrypoint, as SageMaker
+    starts that."""
     if "ContainerEntrypoint" in request["AlgorithmSpecification"]:
         return own_entrypoint_command(request, work_dir)
-    hyperparameters = {key: _decode(value) for key, value in request.get("HyperParameters", {}).items()}
-    program = hyperparameters.pop("sagemaker_program")
-    hyperparameters.pop("sagemaker_submit_directory", None)
-    distributed = hyperparameters.pop("sagemaker_torch_distributed_enabled", False)
-    hyperparameters.pop("sagemaker_region", None)
-    arguments = []
-    for key, value in hyperparameters.items():
-        arguments += [f"--{key}", value if isinstance(value, str) else json.dumps(value)]
-    code, model, output = work_dir / "code", work_dir / "model", work_dir / "output"
-    channels = [c["ChannelName"] for c in request.get("InputDataConfig", [])]
-    env = {
-        "SM_MODEL_DIR": str(model),
-        "SM_OUTPUT_DIR": str(output),
-        "SM_OUTPUT_DATA_DIR": str(output / "data"),
-        "SM_INPUT_DIR": str(work_dir / "input"),
-        "SM_CHANNELS": json.dumps(channels),
-        "SM_HPS": json.dumps(hyperparameters),
-        "SM_USER_ARGS": json.dumps(arguments),
-        "SM_HOSTS": json.dumps([HOST]),
-        "SM_CURRENT_HOST": HOST,
-        "SM_MODULE_NAME": Path(program).stem,
-        **{f"SM_CHANNEL_{name.upper()}": str(work_dir / "input" / "data" / name) for name in channels},
-        **{f"SM_HP_{key.upper()}": v if isinstance(v, str) else json.dumps(v) for key, v in hyperparameters.items()},
-        **request.get("Environment", {}),
-    }
-    launcher = (
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes)]
-        if distributed
-        else [sys.executable]
-    )
-    return [*launcher, program, *arguments], env, code
+    launch = container_launch(request, {OPT_ML: work_dir}, processes=processes)
+    return launch.command, launch.env, work_dir / "code"
 
 
 def run_training_container(
@@ -115,7 +78,7 @@ def run_training_container(
     code.mkdir(parents=True, exist_ok=True)
     hyperparameters = request.get("HyperParameters", {})
     if "sagemaker_submit_directory" in hyperparameters:
-        archive = _get(transport, _decode(hyperparameters["sagemaker_submit_directory"]))
+        archive = _get(transport, decode(hyperparameters["sagemaker_submit_directory"]))
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
             tar.extractall(code, filter="data")
     for channel in request.get("InputDataConfig", []):

@@ -9,11 +9,13 @@ from neurondeploy.archive import artifact_digest, pack_artifact
 from neurondeploy.aws.errors import is_ecr_image_missing, is_s3_missing_bucket, is_s3_missing_object
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.resources.compute import CONSTRAINTS_FILE
 from neurondeploy.resources.model import PlanContext
-from neurondeploy.resources.naming import split_s3
+from neurondeploy.resources.naming import split_s3, toolkit_prefix
 from neurondeploy.resources.s3 import shared_bucket_resource
-from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY, default_serving_image
+from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY, container_image, image_repository
 from neurondeploy.specs import InferenceSpec
+from neurondeploy.wheel import ToolkitWheel
 
 SHA256_METADATA = "neurondeploy-sha256"
 
@@ -56,6 +58,12 @@ def upload_artifact(transport: AwsTransport, directory: Path, uri: str, digest: 
     digest = digest or artifact_digest(directory)
     if artifact_is_current(transport, uri, digest):
         return False
+    return _put_if_new(transport, uri, pack_artifact(directory), digest, "application/gzip")
+
+
+def _put_if_new(transport: AwsTransport, uri: str, body: bytes, digest: str, content_type: str) -> bool:
+    if artifact_is_current(transport, uri, digest):
+        return False
     bucket, key = split_s3(uri)
     transport.call(
         "s3",
@@ -63,37 +71,54 @@ def upload_artifact(transport: AwsTransport, directory: Path, uri: str, digest: 
         {
             "Bucket": bucket,
             "Key": key,
-            "Body": pack_artifact(directory),
+            "Body": body,
             "Metadata": {SHA256_METADATA: digest},
-            "ContentType": "application/gzip",
+            "ContentType": content_type,
             "ServerSideEncryption": "AES256",
         },
     )
     return True
 
 
+def upload_toolkit(transport: AwsTransport, artifact_s3_uri: str, wheel: ToolkitWheel) -> list[str]:
+    """The exact neurondeploy build instances install: its wheel and constraints, beside the artifact and named by
+    the wheel's sha256 (:func:`~neurondeploy.resources.naming.toolkit_prefix`); only what S3 lacks is sent."""
+    prefix = toolkit_prefix(artifact_s3_uri, wheel.sha256)
+    sent = []
+    objects = (
+        (wheel.filename, wheel.data, wheel.sha256, "application/zip"),
+        (CONSTRAINTS_FILE, wheel.constraints.encode(), wheel.constraints_sha256, "text/plain"),
+    )
+    for name, body, digest, content_type in objects:
+        if _put_if_new(transport, prefix + name, body, digest, content_type):
+            sent.append(prefix + name)
+    return sent
+
+
 def check_serving_image(transport: AwsTransport, spec, ctx: PlanContext) -> None:
-    """An endpoint of our container needs our image in the account's ECR. SageMaker would only find out after
-    creating the endpoint (and failing it minutes later), so look first and say how to push it."""
-    if not (
-        isinstance(spec, InferenceSpec)
-        and spec.deployment.platform == "sagemaker"
-        and spec.deployment.container.kind == "neurondeploy"
-        and not spec.deployment.container.image_uri
-        and ctx.serving_image_uri is None
-    ):
+    """An endpoint on our own serving image needs that image in ECR. SageMaker would only find out after creating the
+    endpoint (and failing it minutes later), so look first and say how to push it. (The default, AWS's Neuron
+    inference DLC with our server in model.tar.gz, needs nothing pushed.)"""
+    if not (isinstance(spec, InferenceSpec) and spec.deployment.platform == "sagemaker"):
         return
-    image = default_serving_image(spec.region, ctx)  # what the model will use: no image_uri given, none in ctx
-    tag = image.rsplit(":", 1)[1]
+    if spec.deployment.container.kind != "neurondeploy":
+        return
+    image = container_image(spec, ctx)
+    if image_repository(image) != SERVING_REPOSITORY:
+        return
+    registry, tag = image.split("/", 1)[0], image.rsplit(":", 1)[1]
+    params = {"repositoryName": SERVING_REPOSITORY, "imageIds": [{"imageTag": tag}]}
+    account = registry.split(".", 1)[0]
+    if account.isdigit() and len(account) == 12:
+        params["registryId"] = account
     try:
-        transport.call("ecr", "DescribeImages", {"repositoryName": SERVING_REPOSITORY, "imageIds": [{"imageTag": tag}]})
+        transport.call("ecr", "DescribeImages", params)
     except AwsCallError as exc:
         if not is_ecr_image_missing(exc):
             raise
-        registry = image.split("/", 1)[0]
         raise ApplyError(
             f"the serving image {image} is not in ECR ({exc.code}); the endpoint would fail to start",
             f"docker build -f infra/serving/Dockerfile -t {image} . && aws ecr get-login-password --region "
             f"{spec.region} | docker login --username AWS --password-stdin {registry} && docker push {image} "
-            "(create the repository first), or set deployment.container.image_uri",
+            "(create the repository first), or leave deployment.container.image_uri empty for the Neuron DLC",
         ) from None

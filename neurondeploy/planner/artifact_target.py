@@ -5,20 +5,18 @@ instance's ``--target`` with the deployment's Neuron SDK. A CPU trace (what ``co
 is not installed) would be uploaded, the endpoint or the instances created, and the model would fail at ``/ping``
 minutes later; the gate refuses it first and names the fix that works on any machine: ``compile --remote``.
 
-Tests and replays that stand a CPU artifact in for a NEFF say so explicitly with ``NEURONDEPLOY_CPU_STANDIN=1``
+Tests and replays that stand a CPU artifact in for a NEFF say so explicitly with ``NEURONDEPLOY_CPU_STANDIN`` (its value: why)
 (never a default): the gate then lets a CPU artifact of the right target through and says so in one line.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from neurondeploy import catalog
 from neurondeploy.manifest import ArtifactError, Manifest, check_compatible
 from neurondeploy.specs import InferenceSpec
-
-CPU_STANDIN_ENV = "NEURONDEPLOY_CPU_STANDIN"  # "1": a CPU artifact may stand in for a NEFF (tests and replays only)
+from neurondeploy.standin import CPU_STANDIN_ENV, cpu_standin_reason
 
 
 @dataclass(frozen=True)
@@ -52,7 +50,7 @@ def artifact_target(spec: InferenceSpec) -> ArtifactTarget:
 
 
 def cpu_standin_allowed() -> bool:
-    return os.environ.get(CPU_STANDIN_ENV) == "1"
+    return cpu_standin_reason() is not None
 
 
 def remote_compile_hint(spec_file: str | None) -> str:

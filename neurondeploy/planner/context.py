@@ -11,6 +11,7 @@ from neurondeploy.planner.checks import model_architecture
 from neurondeploy.planner.sizing import DTYPE_BYTES, parameter_count
 from neurondeploy.resources.model import PlanContext
 from neurondeploy.specs import LoadedSpec
+from neurondeploy.wheel import toolkit_wheel
 
 
 def plan_context(loaded: LoadedSpec, **overrides) -> PlanContext:
@@ -34,7 +35,24 @@ def _training_values(loaded: LoadedSpec, overrides: dict) -> dict:
 TRAINING_JOB_ARTIFACTS = "s3://resolved-at-apply/{job}/output/model.tar.gz"
 
 
+def toolkit_values() -> dict:
+    """The exact build of this toolkit that EC2 instances install (built in memory once per process)."""
+    wheel = toolkit_wheel()
+    boto3 = next((line for line in wheel.constraints.splitlines() if line.startswith("boto3==")), "boto3")
+    return {
+        "toolkit_wheel": wheel.filename,
+        "toolkit_sha256": wheel.sha256,
+        "toolkit_constraints_sha256": wheel.constraints_sha256,
+        "toolkit_boto3": boto3,
+    }
+
+
 def _inference_values(loaded: LoadedSpec, overrides: dict) -> dict:
+    toolkit = toolkit_values() if loaded.spec.deployment.platform == "ec2" and "toolkit_sha256" not in overrides else {}
+    return {**toolkit, **_model_values(loaded)}
+
+
+def _model_values(loaded: LoadedSpec) -> dict:
     model = loaded.spec.model
     if model.s3_uri or model.training_job:
         artifacts = model.s3_uri or TRAINING_JOB_ARTIFACTS.format(job=model.training_job)

@@ -16,13 +16,21 @@ from neurondeploy.catalog import replicas_per_instance
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Find, Kind, Scan, done, it, ours, tagged
 from neurondeploy.resources.model import PlanContext, Request, Resource, requests_hash, resource
-from neurondeploy.resources.naming import DEPLOYMENT_TAG, aws_name, ec2_tags, ownership_tags, split_s3, tag_list
+from neurondeploy.resources.naming import (
+    DEPLOYMENT_TAG,
+    aws_name,
+    ec2_tags,
+    ownership_tags,
+    split_s3,
+    tag_list,
+    toolkit_prefix,
+)
 from neurondeploy.resources.refs import find_refs, ref
 from neurondeploy.specs import InferenceSpec
 from neurondeploy.specs.inference import SERVING_ENV, serving_env_value
 
 USER_DATA_MAX_BYTES = 16 * 1024  # EC2 limit, before base64
-INSTALL_SECONDS = 300  # pip install + service start, added to the ASG health-check grace period
+INSTALL_SECONDS = 300  # wheel download and pip install + service start, added to the ASG health-check grace period
 ACCOUNT_REF = ref("account", "Account")
 APP_DIR = "/opt/neurondeploy"
 BOOT_TAG = "neurondeploy:boot"  # on the Auto Scaling group: what its launch template boots (boot_digest)
@@ -58,27 +66,37 @@ def ami_resource(ctx: PlanContext, min_root_gib: int | None = None) -> Resource:
     )
 
 
-def user_data_script(
-    spec: InferenceSpec,
-    artifact_s3_uri: str,
-    *,
-    venv: str = PlanContext.neuron_venv,
-    install_requirement: str = PlanContext.install_requirement,
-) -> str:
-    """Boot script: install neurondeploy into the DLAMI's Neuron PyTorch venv, fetch and unpack the
-    artifact, run ``neurondeploy serve`` on it under systemd (restarted on failure, started on every boot).
+CONSTRAINTS_FILE = "constraints.txt"
+
+
+def user_data_script(spec: InferenceSpec, artifact_s3_uri: str, ctx: PlanContext) -> str:
+    """Boot script: fetch the exact neurondeploy build (wheel and constraints, sha256 checked) and the artifact from
+    the deployment's bucket with the instance role, install the wheel into the DLAMI's Neuron PyTorch venv, run
+    ``neurondeploy serve`` on the artifact under systemd (restarted on failure, started on every boot).
 
     It carries only what boot needs: the artifact (its URI names its sha256, so a new artifact is a new launch
-    template version and rolls the fleet), the serving section (as the container contract's $NEURONDEPLOY_SERVING), the
-    replica count, the port and the container env. Capacity, network, load balancer, DNS and tags are not in it:
-    changing them touches only the resources they belong to."""
+    template version and rolls the fleet), the toolkit build (likewise), the serving section (as the container
+    contract's $NEURONDEPLOY_SERVING), the replica count, the port and the container env. Capacity, network, load
+    balancer, DNS and tags are not in it: changing them touches only the resources they belong to."""
     unresolvable = find_refs(artifact_s3_uri) - {("account", "Account")}
     if unresolvable:
         raise PlanError(
             f"the artifact URI {artifact_s3_uri} holds values known only at apply ({sorted(unresolvable)})",
             "give PlanContext.artifact_s3_uri as a plain s3:// URI",
         )
+    if not (ctx.toolkit_sha256 and ctx.toolkit_constraints_sha256):
+        raise PlanError(
+            "the neurondeploy wheel instances install is not known (PlanContext.toolkit_sha256)",
+            "build the context with neurondeploy.planner.context.plan_context",
+        )
+    venv = ctx.neuron_venv
     bucket, key = split_s3(artifact_s3_uri)
+    _, toolkit = split_s3(toolkit_prefix(artifact_s3_uri, ctx.toolkit_sha256))
+    downloads = [
+        (key, f"{APP_DIR}/artifact.tar.gz", None),
+        (toolkit + ctx.toolkit_wheel, f"{APP_DIR}/wheel/{ctx.toolkit_wheel}", ctx.toolkit_sha256),
+        (toolkit + CONSTRAINTS_FILE, f"{APP_DIR}/wheel/{CONSTRAINTS_FILE}", ctx.toolkit_constraints_sha256),
+    ]
     # systemd expands % specifiers: double them so values arrive as written.
     env = "".join(
         f"Environment={shlex.quote(f'{k}={v}'.replace('%', '%%'))}\n"
@@ -99,20 +117,31 @@ def user_data_script(
             str(replicas_per_instance(spec.deployment.instance_type, spec.deployment.tensor_parallel)),
         ]
     )
+    pip = shlex.quote(f"{venv}/bin/pip")
+    python = shlex.quote(f"{venv}/bin/python")
     return f"""#!/bin/bash
 # neurondeploy {spec.name}: serving instance bootstrap (cloud-init runs it once, as root)
 set -euo pipefail
 exec > >(tee -a /var/log/neurondeploy-bootstrap.log) 2>&1
-mkdir -p {APP_DIR}/artifact
-{shlex.quote(venv)}/bin/pip install --no-cache-dir {shlex.quote(install_requirement)}
-{shlex.quote(venv)}/bin/python - <<'PY'
+mkdir -p {APP_DIR}/artifact {APP_DIR}/wheel
+{python} -c 'import boto3' 2>/dev/null || {pip} install --no-cache-dir {shlex.quote(ctx.toolkit_boto3)}
+{python} - <<'PY'
+import hashlib
 import boto3
-region, bucket, key = {json.dumps(spec.region)}, {json.dumps(bucket)}, {json.dumps(key)}
+region, bucket = {json.dumps(spec.region)}, {json.dumps(bucket)}
 if {json.dumps(ACCOUNT_REF)} in bucket:  # the shared bucket's name holds the account id: read it here
     account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
     bucket = bucket.replace({json.dumps(ACCOUNT_REF)}, account)
-boto3.client("s3", region_name=region).download_file(bucket, key, "{APP_DIR}/artifact.tar.gz")
+s3 = boto3.client("s3", region_name=region)
+for key, path, sha256 in {downloads!r}:
+    s3.download_file(bucket, key, path)
+    if sha256:  # the exact build apply uploaded, or nothing
+        with open(path, "rb") as handle:
+            got = hashlib.sha256(handle.read()).hexdigest()
+        if got != sha256:
+            raise SystemExit(f"{{key}}: sha256 {{got}}, expected {{sha256}}: refusing to install it")
 PY
+{pip} install --no-cache-dir -c {APP_DIR}/wheel/{CONSTRAINTS_FILE} {APP_DIR}/wheel/{shlex.quote(ctx.toolkit_wheel)}
 tar -xzf {APP_DIR}/artifact.tar.gz -C {APP_DIR}/artifact
 rm -f {APP_DIR}/artifact.tar.gz
 cat > /etc/systemd/system/neurondeploy.service <<'UNIT'
@@ -139,12 +168,7 @@ systemctl enable --now neurondeploy.service
 
 
 def launch_template_resource(spec: InferenceSpec, ctx: PlanContext, artifact_s3_uri: str) -> Resource:
-    script = user_data_script(
-        spec,
-        artifact_s3_uri,
-        venv=ctx.neuron_venv,
-        install_requirement=ctx.install_requirement,
-    )
+    script = user_data_script(spec, artifact_s3_uri, ctx)
     if len(script.encode()) > USER_DATA_MAX_BYTES:
         raise PlanError(
             f"instance user data is {len(script.encode())} bytes; EC2 allows {USER_DATA_MAX_BYTES}",

@@ -138,7 +138,12 @@ class PlanContext:
     ami_id: str | None = None  # None: the DLAMI from ami_ssm_parameter, looked up once at apply
     ami_ssm_parameter: str = DLAMI_SSM_PARAMETER
     neuron_venv: str = DLAMI_NEURON_VENV
-    install_requirement: str = f"neurondeploy=={__version__}"  # what pip installs on EC2 instances (or a wheel URL)
+    # The exact build EC2 instances install (neurondeploy.wheel): its sha256 and its constraints file's, filled by the
+    # planner's plan_context; it is uploaded beside the artifact, under toolkit-<sha256[:16]>/.
+    toolkit_wheel: str = f"neurondeploy-{__version__}-py3-none-any.whl"
+    toolkit_sha256: str | None = None
+    toolkit_constraints_sha256: str | None = None
+    toolkit_boto3: str = "boto3"  # pip requirement for the download step when the host's venv lacks boto3
 
 
 # --- names and tags ------------------------------------------------------------------------------------

@@ -75,6 +75,12 @@ def artifact_uri(spec: Spec, ctx: PlanContext) -> str:
     return f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/artifact/{name}"
 
 
+def toolkit_prefix(artifact_s3_uri: str, sha256: str) -> str:
+    """Where the toolkit's wheel and constraints go: beside the artifact (the instance role reads that prefix), named by
+    the wheel's sha256, so another build is another object and rolls the fleet."""
+    return f"{parent_uri(artifact_s3_uri)}toolkit-{sha256[:16]}/"
+
+
 def source_uri(spec: Spec, ctx: PlanContext) -> str:
     archive = f"sourcedir-{ctx.source_digest or ctx.run_id}.tar.gz"
     return ctx.source_s3_uri or f"s3://{bucket_name(spec.region, ctx)}/{spec.name}/source/{archive}"

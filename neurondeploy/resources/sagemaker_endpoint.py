@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from neurondeploy import __version__, catalog
+from neurondeploy import catalog
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.compute import capacity
 from neurondeploy.resources.iam import (
@@ -21,13 +21,11 @@ from neurondeploy.resources.iam import (
 from neurondeploy.resources.kinds import Attr, Caller, Describe, Kind, done, it
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, resource, with_lookups
 from neurondeploy.resources.naming import (
-    account,
     artifact_uri,
     aws_name,
     content_suffix,
     ownership_tags,
     parent_uri,
-    partition,
 )
 from neurondeploy.resources.precompiled import (
     load_budget,
@@ -64,20 +62,31 @@ _TGI_CAST = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 # --- endpoint --------------------------------------------------------------------------------------------
 
 
+DLC_PROGRAM = "inference.py"  # code/inference.py in model.tar.gz: the DLC's SAGEMAKER_PROGRAM
+DLC_CODE_DIR = "/opt/ml/model/code"
+
+
 def container_image(spec: InferenceSpec, ctx: PlanContext) -> str:
+    """Our encoders run by default on AWS's Neuron inference DLC for the spec's SDK, our server shipped in
+    model.tar.gz (no image to build or push); our own serving image (infra/serving/) when its URI is given."""
     container = spec.deployment.container
     if container.image_uri:
         return container.image_uri
     if container.kind == "neurondeploy":
-        return ctx.serving_image_uri or default_serving_image(spec.region, ctx)
+        return ctx.serving_image_uri or catalog.neuron_image("inference", spec.region, spec.neuron_sdk_version)
     purpose = "vllm" if container.kind == "hf-vllm" else "tgi"
     return catalog.neuron_image(purpose, spec.region, spec.neuron_sdk_version)
 
 
-def default_serving_image(region: str, ctx: PlanContext) -> str:
-    """Our serving container in the account's own ECR (built from infra/ and pushed before the model is created)."""
-    domain = "amazonaws.com.cn" if partition(region) == "aws-cn" else "amazonaws.com"
-    return f"{account(ctx)}.dkr.ecr.{region}.{domain}/{SERVING_REPOSITORY}:{__version__}"
+def image_repository(image: str) -> str:
+    return image.rsplit("/", 1)[-1].split(":", 1)[0]
+
+
+def runs_on_dlc(spec: InferenceSpec, ctx: PlanContext) -> bool:
+    """Whether our server reaches the container inside model.tar.gz (code/) rather than in the image."""
+    return spec.deployment.container.kind == "neurondeploy" and image_repository(container_image(spec, ctx)) != (
+        SERVING_REPOSITORY
+    )
 
 
 def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
@@ -124,6 +133,15 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
             "NEURONDEPLOY_TASK": spec.task,
             SERVING_ENV: serving_env_value(spec.serving),
         }
+        if runs_on_dlc(spec, ctx):  # the DLC's toolkit imports code/inference.py (sagemaker_handler) from the model
+            env.update(
+                {
+                    "SAGEMAKER_PROGRAM": DLC_PROGRAM,
+                    "SAGEMAKER_SUBMIT_DIRECTORY": DLC_CODE_DIR,
+                    "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
+                    "SAGEMAKER_REGION": spec.region,
+                }
+            )
     if uses_precompiled(spec, ctx):  # loaded from /opt/ml/model: no Hub id, no Hub token
         return {**env, **precompiled_env(spec), **without_hub_token(spec).deployment.container.runtime_env()}
     return {**env, **spec.deployment.container.runtime_env()}  # secrets as references only

@@ -1,27 +1,41 @@
 """`apply SPEC --local`: the main job on a laptop — validate, compile (from the cache when it can), start the
 endpoint on loopback, wait for /ping, send a sample request and show the answer, how to call it, and the AWS
 plan the same spec would apply in the cloud. Ctrl-C stops it cleanly.
+
+The endpoint is the SageMaker hosting replay (:mod:`neurondeploy.engine.replay.hosting`) of the CreateModel and
+CreateEndpointConfig requests the plan renders for the spec: the model's image's serve command, with exactly that
+model's Environment, held to that variant's startup health check. Only the model data differs: the compiled
+artifact directory stands for what SageMaker unpacks from ``ModelDataUrl`` (no S3 here).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from neurondeploy.compiler.artifact import current_runtime
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.engine.model_bundle import dlc_model_dir
+from neurondeploy.engine.replay.hosting import start_container
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.serving.app import InferenceServer
+from neurondeploy.planner.context import plan_context
+from neurondeploy.resources.sagemaker_endpoint import (
+    create_endpoint_config_request,
+    create_model_request,
+    runs_on_dlc,
+)
 from neurondeploy.serving.client import invoke
 from neurondeploy.serving.http_limits import uvicorn_config
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 from neurondeploy.specs.inference import ServingSpec
+from neurondeploy.wheel import toolkit_wheel
 
 READY_TIMEOUT_S = 300
 SAMPLE_TEXT = "neurondeploy serves this model on Inferentia2 and, right now, on this machine."
@@ -36,7 +50,8 @@ class LocalEndpoint:
     url: str
     artifact_dir: Path
     stop: Callable[[], None]
-    thread: threading.Thread
+    thread: threading.Thread  # alive while the endpoint runs
+    notes: list[str] = field(default_factory=list)  # what the replay stands in for
 
 
 def sample_request(spec: InferenceSpec) -> dict:
@@ -64,7 +79,7 @@ def start_local_endpoint(
     out_dir: Path | None = None,
     on_bucket=None,
 ) -> LocalEndpoint:
-    """Compile (cache first) and start the server in a background thread; returns once it is listening."""
+    """Compile (cache first), then replay the plan's SageMaker model on it; returns once it answers /ping."""
     spec = loaded.spec
     if not isinstance(spec, InferenceSpec):
         raise LocalApplyError(f"{loaded.source.file} is a training spec", "use `neurondeploy train SPEC --local`")
@@ -82,9 +97,23 @@ def start_local_endpoint(
         out_dir=out_dir,
         on_bucket=on_bucket,
     )
-    server = InferenceServer(result.artifact_dir, spec.serving, 1, current_runtime())
-    stop, thread = serve_in_thread(server.app(), spec.serving, host, port)
-    return LocalEndpoint(f"http://{host}:{port}", result.artifact_dir, stop, thread)
+    ctx = plan_context(loaded)
+    container = create_model_request(spec, ctx)["PrimaryContainer"]
+    (variant,) = create_endpoint_config_request(spec, ctx)["ProductionVariants"]
+    root = Path(tempfile.mkdtemp(prefix=f"neurondeploy-{spec.name}-"))
+    model_dir = result.artifact_dir.resolve()
+    if runs_on_dlc(spec, ctx):  # model.tar.gz as apply builds it: the artifact plus code/ with our wheel
+        model_dir = dlc_model_dir(model_dir, toolkit_wheel())
+    hosted = start_container(container, variant, model_dir, root=root, port=port, host=host)
+    watcher = threading.Thread(target=hosted.container.process.wait, name="neurondeploy-local-endpoint", daemon=True)
+    watcher.start()
+
+    def stop() -> None:
+        hosted.stop()
+        watcher.join(timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
+
+    return LocalEndpoint(hosted.url, result.artifact_dir, stop, watcher, hosted.notes)
 
 
 def serve_in_thread(app, serving: ServingSpec, host: str, port: int) -> tuple[Callable[[], None], threading.Thread]:

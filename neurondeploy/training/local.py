@@ -1,14 +1,18 @@
-"""`train SPEC --local`: the spec's entry script under torchrun on this machine's CPU (gloo), with the
-environment a SageMaker training container gives it, so the script cannot tell the difference.
+"""`train SPEC --local`: the CreateTrainingJob request the plan renders for the spec, launched on this machine's
+CPU (gloo) as the training container launches it: the command (torchrun, the entry script, the hyperparameters as
+the toolkit passes them) and the environment (``SM_*`` and the job's own) come from the SageMaker replay's
+derivation (:func:`neurondeploy.engine.replay.training.container_launch`), so the script cannot tell the difference.
 
-Local directories stand in for what lives in S3 on SageMaker: the input channels (``inputs.<name>.local_path``),
-the checkpoint location (``<work dir>/checkpoints``, what SageMaker syncs with ``checkpoint.s3_uri``), the model
-and output directories. The spec's parallel layout is scaled down to the local processes (see ``local_layout``)
-and passed as the same hyperparameters the SageMaker job gets.
+What differs, and is said when it runs: local directories are mounted where the container has ``/opt/ml``: the input
+channels (``inputs.<name>.local_path``), the checkpoint location (``<work dir>/checkpoints``, what SageMaker syncs with
+``checkpoint.s3_uri``), the model and output directories, the source directory as ``/opt/ml/code``; torchrun starts
+``--processes`` workers instead of one per NeuronCore, with the spec's parallel layout scaled down to them (see
+``local_layout``) in the request's hyperparameters; and the EFA variables of multi-node jobs are left out (one host).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -22,8 +26,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from neurondeploy.engine.replay.training import container_launch, to_cmd_args
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.resources.sagemaker_training import script_hyperparameters, training_environment
+from neurondeploy.planner.context import plan_context
+from neurondeploy.resources.sagemaker_training import create_training_job_request, script_hyperparameters
 from neurondeploy.specs import LoadedSpec
 from neurondeploy.training.entry import source_directory, with_overrides
 
@@ -77,11 +83,8 @@ class LocalTrainingResult:
 
 
 def script_arguments(hyperparameters: dict[str, object]) -> list[str]:
-    """``--key value`` the way SageMaker's training toolkit renders JSON-decoded hyperparameters (str())."""
-    arguments = []
-    for key, value in hyperparameters.items():
-        arguments += [f"--{key}", str(value)]
-    return arguments
+    """``--key value`` as SageMaker's training toolkit passes JSON-decoded hyperparameters (sorted, str())."""
+    return to_cmd_args(hyperparameters)
 
 
 def local_hyperparameters(loaded: LoadedSpec, layout: LocalLayout) -> dict[str, object]:
@@ -112,48 +115,54 @@ def channel_dirs(loaded: LoadedSpec) -> dict[str, Path]:
     return channels
 
 
+LOCAL_S3 = "s3://neurondeploy-local"  # names what --local keeps in local directories, so the request can render
+ONE_HOST_ONLY = ("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE")  # EFA between hosts: nothing here
+
+
+def local_job(loaded: LoadedSpec, layout: LocalLayout) -> dict:
+    """The CreateTrainingJob request the plan renders for the spec, with the local adjustments: the scaled layout
+    in its hyperparameters, and S3 URIs named for what only lives locally (channels with only local_path, no
+    checkpoint URI) so that it renders."""
+    spec = loaded.spec
+    inputs = {
+        name: channel if channel.s3_uri else channel.model_copy(update={"s3_uri": f"{LOCAL_S3}/{spec.name}/{name}"})
+        for name, channel in spec.inputs.items()
+    }
+    checkpoint = spec.checkpoint
+    if not checkpoint.s3_uri:
+        checkpoint = checkpoint.model_copy(update={"s3_uri": f"{LOCAL_S3}/{spec.name}/checkpoints"})
+    spec = spec.model_copy(update={"inputs": inputs, "checkpoint": checkpoint})
+    ctx = plan_context(dataclasses.replace(loaded, spec=spec), run_id="local", account_id="000000000000")
+    job = create_training_job_request(spec, ctx)
+    job["HyperParameters"] = {
+        **job["HyperParameters"],
+        "tensor_parallel_size": json.dumps(layout.tensor_parallel),
+        "pipeline_parallel_size": json.dumps(layout.pipeline_parallel),
+    }
+    job["Environment"] = {k: v for k, v in job["Environment"].items() if k not in ONE_HOST_ONLY}
+    return job
+
+
 def sagemaker_environment(
     loaded: LoadedSpec, *, work_dir: Path, processes: int, hyperparameters: dict[str, object], channels: dict[str, Path]
 ) -> dict[str, str]:
-    """The variables SageMaker's training toolkit sets (the ones scripts read), pointing at local directories."""
-    spec = loaded.spec
-    model_dir, output_dir = work_dir / "model", work_dir / "output"
-    env = {
-        "SM_MODEL_DIR": str(model_dir),
-        "SM_OUTPUT_DIR": str(output_dir),
-        "SM_OUTPUT_DATA_DIR": str(output_dir / "data"),
-        "SM_INPUT_DIR": str(work_dir / "input"),
-        "SM_CHANNELS": json.dumps(sorted(channels)),
-        "SM_HPS": json.dumps(hyperparameters),
-        "SM_USER_ARGS": json.dumps(script_arguments(hyperparameters)),
-        "SM_HOSTS": json.dumps([HOST]),
-        "SM_CURRENT_HOST": HOST,
-        "SM_NUM_CPUS": str(os.cpu_count() or 1),
-        "SM_NUM_GPUS": "0",
-        "SM_NUM_NEURONS": str(processes),  # the local processes stand in for NeuronCores
-        "SM_MODULE_NAME": Path(spec.entry_point).stem,
-        "SM_TRAINING_ENV": json.dumps(
-            {
-                "job_name": f"{spec.name}-local",
-                "hosts": [HOST],
-                "current_host": HOST,
-                "hyperparameters": hyperparameters,
-                "channel_input_dirs": {k: str(v) for k, v in channels.items()},
-                "model_dir": str(model_dir),
-                "output_data_dir": str(output_dir / "data"),
-                "num_neurons": processes,
-                "is_master": True,
-            }
-        ),
+    """The variables the training container sets for the spec's job (scaled to ``processes`` and the layout in
+    ``hyperparameters``), with its container paths on local directories."""
+    layout = LocalLayout(
+        int(hyperparameters.get("tensor_parallel_size", 1)), int(hyperparameters.get("pipeline_parallel_size", 1)), 0
+    )
+    return local_launch(loaded, layout, work_dir=work_dir, processes=processes, channels=channels).env
+
+
+def local_launch(loaded: LoadedSpec, layout: LocalLayout, *, work_dir: Path, processes: int, channels, source=None):
+    job = local_job(loaded, layout)
+    mounts = {
+        "/opt/ml": work_dir,
+        "/opt/ml/code": source or source_directory(loaded),
+        job["CheckpointConfig"]["LocalPath"]: work_dir / "checkpoints",
+        **{f"/opt/ml/input/data/{name}": directory for name, directory in channels.items()},
     }
-    for name, directory in channels.items():
-        env[f"SM_CHANNEL_{name.upper()}"] = str(directory)
-    for key, value in hyperparameters.items():
-        env[f"SM_HP_{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)
-    # neurondeploy's own contract (the same keys the job gets), with the checkpoint location made local.
-    ours = {k: v for k, v in training_environment(spec).items() if k.startswith("NEURONDEPLOY_")}
-    ours["NEURONDEPLOY_CHECKPOINT_DIR"] = str(work_dir / "checkpoints")
-    return {**env, **ours, **spec.environment}
+    return container_launch(job, mounts, processes=processes)
 
 
 def completed_checkpoints(directory: Path) -> list[Path]:
@@ -224,10 +233,12 @@ def run_local_training(
         ) from None
     dist = spec.distribution
     layout = local_layout(dist.tensor_parallel, dist.pipeline_parallel, processes)
-    hps = local_hyperparameters(loaded, layout)
+    launch = local_launch(
+        loaded, layout, work_dir=work_dir, processes=processes, channels=channels, source=script.parent
+    )
     env = {
         **os.environ,
-        **sagemaker_environment(loaded, work_dir=work_dir, processes=processes, hyperparameters=hps, channels=channels),
+        **launch.env,
         "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes)),
         "PYTHONUNBUFFERED": "1",
     }
@@ -237,18 +248,8 @@ def run_local_training(
         f"{spec.instance_count} × {spec.instance_type}; locally {processes} processes: {layout.describe()} (gloo, CPU)"
     )
     say(f"work dir {work_dir} (checkpoints/ stands in for {spec.checkpoint.s3_uri or 'the checkpoint location'})")
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        str(processes),
-        "--max_restarts",
-        "0",
-        str(script),
-        *script_arguments(hps),
-    ]
+    say("the command and environment are the training container's for the plan's CreateTrainingJob request")
+    command = launch.command
     result = LocalTrainingResult(exit_code=0, work_dir=work_dir, processes=processes, layout=layout)
     started = time.perf_counter()
     process = subprocess.Popen(

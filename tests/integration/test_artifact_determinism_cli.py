@@ -66,6 +66,11 @@ def spec(tmp_path, monkeypatch):
     return path
 
 
+def MODEL(tmp_path):  # noqa: N802  (a path, named like the others)
+    """What apply uploads for the DLC (the default): the artifact plus code/, built beside it."""
+    return tmp_path / "artifact.sagemaker"
+
+
 def apply(spec, tmp_path, capsys) -> dict:
     capsys.readouterr()
     argv = ["apply", str(spec), "--backend", "cpu", "--out", str(tmp_path / "artifact"), "--yes"]  # no terminal
@@ -86,24 +91,24 @@ def test_reapplying_an_unchanged_spec_through_the_cli_uploads_nothing(
     s3 = sagemaker_world.client("s3")
     first = apply(spec, tmp_path, capsys)
     assert first["mutating_calls"] > 0 and "endpoint" in first["created"]
-    BUCKET, KEY = bucket_and_key(tmp_path / "artifact")  # noqa: N806  (constants of this test)
+    BUCKET, KEY = bucket_and_key(MODEL(tmp_path))  # noqa: N806  (constants of this test)
     assert put_objects == [f"{BUCKET}/{KEY}"]  # uploaded once
     head = s3.head_object(Bucket=BUCKET, Key=KEY)
-    digest = artifact_digest(tmp_path / "artifact")
+    digest = artifact_digest(MODEL(tmp_path))
     assert head["Metadata"][SHA256_METADATA] == digest
 
     second = apply(spec, tmp_path, capsys)  # compiles again (all cache hits), repacks nothing it sends
     assert put_objects == [f"{BUCKET}/{KEY}"]  # no second PutObject
     assert second["mutating_calls"] == 0 and second["created"] == [] and second["deleted"] == []
-    assert artifact_digest(tmp_path / "artifact") == digest
+    assert artifact_digest(MODEL(tmp_path)) == digest
     again = s3.head_object(Bucket=BUCKET, Key=KEY)
     assert (again["ETag"], again["LastModified"]) == (head["ETag"], head["LastModified"])
 
     monkeypatch.setenv("TINY_MODEL_SEED", "1")  # really another model: other weights, same spec
     third = apply(spec, tmp_path, capsys)
-    changed = artifact_digest(tmp_path / "artifact")
+    changed = artifact_digest(MODEL(tmp_path))
     assert changed != digest
-    _, new_key = bucket_and_key(tmp_path / "artifact")
+    _, new_key = bucket_and_key(MODEL(tmp_path))
     assert put_objects == [f"{BUCKET}/{KEY}", f"{BUCKET}/{new_key}"]  # the new model is a new object
     assert s3.head_object(Bucket=BUCKET, Key=new_key)["Metadata"][SHA256_METADATA] == changed
     # ...so the SageMaker model that serves it is new too: the endpoint moves to it (blue/green), the old one goes.

@@ -100,7 +100,11 @@ def test_a_lost_answer_to_any_mutating_call_converges_without_duplicates(world, 
     rounds = [k for k, op in enumerate(operations, 1) if every_k or op not in operations[: k - 1]]
     bucket, key = "neurondeploy-123456789012-us-east-1", artifact_key(artifact)
     for k in rounds:
-        aws.client("s3").delete_object(Bucket=bucket, Key=key)
+        # every round uploads what the reference did (the artifact, the toolkit's wheel and constraints), so its k-th
+        # mutating call is the reference's k-th
+        s3 = aws.client("s3")
+        for item in s3.list_objects_v2(Bucket=bucket, Prefix=key.rsplit("/", 1)[0]).get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=item["Key"])
         loaded, zone = zone_and_spec(aws, tmp_path, f"lost-{k}")  # moto's Route 53 journal: a zone per round
         state = StateStore(tmp_path / f"state-{k}.db")
         lossy = LostAnswer(k)

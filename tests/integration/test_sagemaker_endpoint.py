@@ -17,12 +17,14 @@ import json
 
 import pytest
 
+from neurondeploy import catalog
 from neurondeploy.archive import artifact_digest
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.drift import drift
 from neurondeploy.engine.executor import UPDATE_PROGRESS, ApplyFailed, Executor
+from neurondeploy.engine.model_bundle import dlc_model_dir
 from neurondeploy.engine.reconcile import RETIRED
 from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.sweep import find_leftovers
@@ -33,6 +35,7 @@ from neurondeploy.resources import sagemaker_endpoint as rq
 from neurondeploy.resources.sagemaker_endpoint import endpoint_resources
 from neurondeploy.resources.validation import check_request
 from neurondeploy.specs import parse_spec
+from neurondeploy.wheel import toolkit_wheel
 
 from . import test_apply
 from .test_apply import REPO, FaultyTransport, transport
@@ -49,8 +52,10 @@ ACCOUNT = "123456789012"  # moto's
 
 
 def artifact_uri_of(directory) -> str:
-    """Where apply puts an artifact: named by its sha256, so a new model is a new SageMaker model (blue/green)."""
-    return f"s3://neurondeploy-{ACCOUNT}-us-east-1/minilm-embed/artifact/model-{artifact_digest(directory)[:16]}.tar.gz"
+    """Where apply puts an artifact: named by its sha256, so a new model is a new SageMaker model (blue/green). On the
+    DLC (the default), model.tar.gz is the artifact plus code/ with the handler and this toolkit's wheel."""
+    digest = artifact_digest(dlc_model_dir(directory, toolkit_wheel()))
+    return f"s3://neurondeploy-{ACCOUNT}-us-east-1/minilm-embed/artifact/model-{digest[:16]}.tar.gz"
 
 
 # --- the emulator ------------------------------------------------------------------------------------------------
@@ -248,11 +253,12 @@ def test_inf2_endpoint_with_our_container_applied_reapplied_and_destroyed(sagema
     live = Live(aws, "minilm-embed")
     model = live.sm.describe_model(ModelName=model_request["ModelName"])
     container = model["PrimaryContainer"]
-    assert (
-        container["Image"]
-        == f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/neurondeploy-serving:" + container["Image"].rsplit(":", 1)[1]
-    )
+    # AWS's Neuron inference DLC, nothing built or pushed; our server rides in model.tar.gz (code/)
+    assert container["Image"] == catalog.neuron_image("inference", "us-east-1")
+    assert "/pytorch-inference-neuronx:" in container["Image"] and container["Image"].startswith("763104351884.")
     assert container["Image"] == model_request["PrimaryContainer"]["Image"]
+    assert container["Environment"]["SAGEMAKER_PROGRAM"] == "inference.py"
+    assert container["Environment"]["SAGEMAKER_SUBMIT_DIRECTORY"] == "/opt/ml/model/code"
     assert container["ModelDataUrl"] == artifact_uri_of(artifact)
     assert container["Environment"]["NEURONDEPLOY_TASK"] == "feature-extraction"
     assert container["Environment"] == rq.model_environment(loaded.spec, ctx)
@@ -535,12 +541,20 @@ def test_failing_any_mutating_call_of_an_update_then_reapplying_converges(sagema
         destroy_and_prove_empty(aws, state, "minilm-embed")
 
 
+OUR_IMAGE = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/neurondeploy-serving:0.1.0"
+
+
 def test_apply_refuses_before_creating_anything_when_the_serving_image_is_not_in_ecr(aws, tmp_path, artifact):
-    """Without the image SageMaker would create the endpoint and fail it minutes later; apply says so first."""
-    loaded = load(tmp_path, MINILM)
+    """Our own image stays an option; without it in ECR SageMaker would create the endpoint and fail it minutes
+    later: apply says so first."""
+    loaded = load(
+        tmp_path,
+        MINILM,
+        **{"  instance_count: 1\n": f"  instance_count: 1\n  container:\n    image_uri: {OUR_IMAGE}\n"},
+    )
     with pytest.raises(ApplyError) as refused:
         apply(loaded, StateStore(tmp_path / "state.db"), artifact)
     assert "is not in ECR (RepositoryNotFoundException)" in refused.value.message
-    assert "docker push" in refused.value.hint and "deployment.container.image_uri" in refused.value.hint
+    assert "docker push" in refused.value.hint and "Neuron DLC" in refused.value.hint
     assert aws.client("sagemaker").list_models()["Models"] == [] and StateStore(tmp_path / "state.db").names() == []
     assert aws.client("s3").list_buckets()["Buckets"] == []  # not even the artifact was uploaded

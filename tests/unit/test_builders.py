@@ -20,8 +20,9 @@ from neurondeploy.resources.validation import validate_request
 from neurondeploy.specs import InferenceSpec, TrainingSpec
 
 NAME24 = "abcdefghij-klmnopqrst-uv"
+TOOLKIT = {"toolkit_sha256": "ab" * 32, "toolkit_constraints_sha256": "cd" * 32}  # a wheel's, as plan_context gives
 CTX = PlanContext(
-    run_id="r20260901-1", serving_image_uri="111122223333.dkr.ecr.us-east-1.amazonaws.com/neurondeploy:0.1.0"
+    run_id="r20260901-1", serving_image_uri="111122223333.dkr.ecr.us-east-1.amazonaws.com/neurondeploy:0.1.0", **TOOLKIT
 )
 
 
@@ -414,7 +415,8 @@ def test_existing_vpc_creates_no_network():
 
 def test_given_availability_zones_and_account_skip_the_lookups():
     resources = deployment_resources(
-        ec2_tls_spec(), PlanContext(availability_zones=("us-east-1c", "us-east-1d"), account_id="111122223333")
+        ec2_tls_spec(),
+        PlanContext(availability_zones=("us-east-1c", "us-east-1d"), account_id="111122223333", **TOOLKIT),
     )
     index = by_name(resources)
     assert "azs" not in index and index["subnet-public-2"].create[0].params["AvailabilityZone"] == "us-east-1d"

@@ -49,7 +49,9 @@ def test_the_script_gets_the_sagemaker_contract_with_local_directories(tmp_path)
     assert env["NEURONDEPLOY_CHECKPOINT_DIR"] == str(tmp_path / "w" / "checkpoints")  # not /opt/ml/checkpoints
     assert env["NEURONDEPLOY_RESUME"] == "1"
     assert "FI_PROVIDER" not in env  # EFA settings mean nothing here
-    assert script_arguments({"zero1": True, "max_steps": 5}) == ["--zero1", "True", "--max_steps", "5"]
+    # as sagemaker-training-toolkit's mapping.to_cmd_args passes them: sorted by key, str() of the decoded value
+    assert script_arguments({"zero1": True, "max_steps": 5}) == ["--max_steps", "5", "--zero1", "True"]
+    assert env["SM_CURRENT_INSTANCE_TYPE"] == "ml.trn1.32xlarge" and env["NEURON_CC_FLAGS"].startswith("--model-type")
 
 
 def _train(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:

@@ -1,0 +1,101 @@
+"""The Inf2 SageMaker template applied to a moto server with the real all-MiniLM-L6-v2 artifact, then replayed as
+SageMaker would host it (engine.replay.hosting): ModelDataUrl fetched from S3 and unpacked, the image's serve command
+started with the model's Environment, held to the startup health check; the endpoint answers eager PyTorch's
+embeddings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from neurondeploy.compiler.cache import CompileCache
+from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.compiler.models import load_model
+from neurondeploy.engine.apply import apply_spec
+from neurondeploy.engine.replay.hosting import ENTRYPOINT, replay_endpoint, start_container
+from neurondeploy.engine.replay.sandbox import ReplayError
+from neurondeploy.engine.state import StateStore
+from neurondeploy.planner.context import plan_context
+from neurondeploy.resources.sagemaker_endpoint import create_endpoint_config_request, create_model_request
+from neurondeploy.standin import CPU_STANDIN_ENV, CPU_STANDIN_REASON
+from neurondeploy.wheel import toolkit_wheel
+
+from .test_apply import artifact, transport  # noqa: F401  (fixture)
+from .test_sagemaker_endpoint import MINILM, load, sagemaker_world  # noqa: F401  (fixture)
+from .test_serving import eager_embeddings
+
+pytestmark = pytest.mark.integration
+TEXTS = ["Inferentia2 serves sentence embeddings.", "A replay runs what SageMaker would run.", "short"]
+
+
+@pytest.fixture
+def applied(sagemaker_world, tmp_path):  # noqa: F811
+    """The template applied to moto, compiling its artifact as `neurondeploy apply` does (CPU backend here)."""
+    loaded = load(tmp_path, MINILM)
+    cache = CompileCache(root=tmp_path / "cache")
+    compiled = {}
+
+    def compile_artifact(loaded_spec):
+        compiled["dir"] = compile_spec(
+            loaded_spec, backend="cpu", cache=cache, out_dir=tmp_path / "artifact"
+        ).artifact_dir
+        return compiled["dir"]
+
+    apply_spec(
+        loaded, transport=transport(), state=StateStore(tmp_path / "state.db"), compile_artifact=compile_artifact
+    )
+    return loaded, compiled["dir"]
+
+
+def test_the_replayed_endpoint_answers_eager_pytorchs_embeddings(applied, tmp_path, aws):
+    loaded, artifact = applied
+    hosted = replay_endpoint(transport(), "minilm-embed", tmp_path / "instance")
+    try:
+        # unpacked from the S3 object CreateModel names, not the local artifact directory: the artifact, and code/
+        # with the handler and this toolkit's wheel, which the DLC's toolkit installed at start
+        assert (hosted.model_dir / "manifest.json").read_bytes() == (artifact / "manifest.json").read_bytes()
+        assert (hosted.model_dir / "code" / toolkit_wheel().filename).read_bytes() == toolkit_wheel().data
+        assert "sagemaker_pytorch_serving_container" in hosted.container.command[-1]  # the DLC's serve
+        environ = (Path("/proc") / str(hosted.container.process.pid) / "environ").read_bytes().split(b"\0")
+        assert f"{CPU_STANDIN_ENV}={CPU_STANDIN_REASON}".encode() in environ  # said, not silently bypassed
+        answer = hosted.invoke(json.dumps({"inputs": TEXTS}).encode())
+        assert answer["ContentType"].startswith("application/json")
+        got = torch.tensor(json.loads(answer["Body"]))
+        expected = eager_embeddings(artifact, load_model(loaded.spec, loaded.base_dir).module, TEXTS)
+        assert got.shape == (3, 384)
+        assert torch.allclose(got, expected, atol=1e-5), (got - expected).abs().max()
+        assert any("CPU stand-in" in note for note in hosted.notes)
+    finally:
+        hosted.stop()
+    # The model's Environment is all the container gets: a broken serving setting there is a failed endpoint.
+    sm = aws.client("sagemaker")
+    config = sm.describe_endpoint_config(
+        EndpointConfigName=sm.describe_endpoint(EndpointName="minilm-embed")["EndpointConfigName"]
+    )
+    variant = config["ProductionVariants"][0]
+    container = sm.describe_model(ModelName=variant["ModelName"])["PrimaryContainer"]
+    broken = {**container, "Environment": {**container["Environment"], "NEURONDEPLOY_SERVING": "{not json"}}
+    with pytest.raises(ReplayError, match="exited with"):
+        start_container(broken, variant, hosted.model_dir, root=tmp_path / "broken")
+
+
+def test_our_own_image_stays_an_option_and_its_entrypoint_serves_the_model(artifact, tmp_path):  # noqa: F811
+    """With deployment.container.image_uri naming our image, the model's container is infra/serving's entrypoint."""
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/neurondeploy-serving:0.1.0"
+    loaded = load(
+        tmp_path, MINILM, **{"  instance_count: 1\n": f"  instance_count: 1\n  container:\n    image_uri: {image}\n"}
+    )
+    ctx = plan_context(loaded, account_id="123456789012")
+    container = create_model_request(loaded.spec, ctx)["PrimaryContainer"]
+    (variant,) = create_endpoint_config_request(loaded.spec, ctx)["ProductionVariants"]
+    assert container["Image"] == image and "SAGEMAKER_PROGRAM" not in container["Environment"]
+    hosted = start_container(container, variant, artifact, root=tmp_path / "instance")
+    try:
+        assert hosted.container.command[-2:] == [str(ENTRYPOINT), "serve"]
+        answer = json.loads(hosted.invoke(json.dumps({"inputs": [1, 2, 3]}).encode())["Body"])
+        assert len(answer) == 16
+    finally:
+        hosted.stop()
