@@ -178,7 +178,14 @@ def apply_spec(
         on_event(f"uploaded the artifact to {upload[1]}")
     if needs_toolkit(loaded):  # instances install this exact build from the bucket (user data checks its sha256)
         ensure_bucket(transport, spec.region, ctx)
-        for uri in upload_toolkit(transport, ctx.artifact_s3_uri, toolkit_wheel()):
+        wheel = toolkit_wheel()
+        if (wheel.sha256, wheel.constraints_sha256) != (ctx.toolkit_sha256, ctx.toolkit_constraints_sha256):
+            raise ApplyError(  # the user data would check for another wheel than the one uploaded
+                f"the neurondeploy wheel built now ({wheel.sha256[:16]}) is not the one this plan names "
+                f"({(ctx.toolkit_sha256 or '')[:16]}): the installed package changed while applying",
+                "run apply again",
+            )
+        for uri in upload_toolkit(transport, ctx.artifact_s3_uri, wheel):
             on_event(f"uploaded {uri}")
     executor = Executor(transport, state, parallel=parallel, on_event=on_event)
     with state.lock(spec.name, spec.region, spec.kind):  # re-entered by the executor

@@ -11,7 +11,7 @@ from neurondeploy.planner.checks import model_architecture
 from neurondeploy.planner.sizing import DTYPE_BYTES, parameter_count
 from neurondeploy.resources.model import PlanContext
 from neurondeploy.specs import LoadedSpec
-from neurondeploy.wheel import toolkit_wheel
+from neurondeploy.wheel import toolkit_identity
 
 
 def plan_context(loaded: LoadedSpec, **overrides) -> PlanContext:
@@ -36,8 +36,8 @@ TRAINING_JOB_ARTIFACTS = "s3://resolved-at-apply/{job}/output/model.tar.gz"
 
 
 def toolkit_values() -> dict:
-    """The exact build of this toolkit that EC2 instances install (built in memory once per process)."""
-    wheel = toolkit_wheel()
+    """The exact build of this toolkit that EC2 instances install (its identity: apply builds and uploads it)."""
+    wheel = toolkit_identity()
     boto3 = next((line for line in wheel.constraints.splitlines() if line.startswith("boto3==")), "boto3")
     return {
         "toolkit_wheel": wheel.filename,

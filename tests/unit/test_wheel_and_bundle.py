@@ -6,6 +6,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
+import os
+import subprocess
+import sys
 import zipfile
 
 from neurondeploy import __version__
@@ -60,3 +64,32 @@ def test_the_dlc_model_is_the_artifact_plus_code_and_rebuilds_to_the_same_digest
     assert (bundle / "code" / "constraints.txt").read_text() == wheel.constraints
     digest = artifact_digest(bundle)
     assert artifact_digest(dlc_model_dir(artifact, wheel)) == digest
+
+
+def _identity_in_fresh_process(cache_dir) -> dict:
+    """toolkit_identity() in a new interpreter (no wheel built yet), and whether it had to build the wheel."""
+    code = (
+        "import json\n"
+        "from neurondeploy import wheel\n"
+        "identity = wheel.toolkit_identity()\n"
+        "print(json.dumps({**identity.__dict__, 'built': wheel.toolkit_wheel.cache_info().currsize}))\n"
+    )
+    env = {**os.environ, "NEURONDEPLOY_CACHE_DIR": str(cache_dir)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
+
+
+def test_a_plan_names_the_wheel_without_building_it_when_this_machine_built_the_same_files(tmp_path):
+    built = toolkit_wheel()
+    cold = _identity_in_fresh_process(tmp_path)
+    warm = _identity_in_fresh_process(tmp_path)
+    assert cold["built"] == 1 and warm["built"] == 0  # the second plan reads the record, builds nothing
+    for identity in (cold, warm):
+        assert (identity["filename"], identity["sha256"], identity["constraints"]) == (
+            built.filename,
+            built.sha256,
+            built.constraints,
+        )
+    (record,) = (tmp_path / "toolkit-wheel").iterdir()
+    record.write_text("{not json")  # a damaged record costs a build, never a wrong name
+    assert _identity_in_fresh_process(tmp_path)["sha256"] == built.sha256
