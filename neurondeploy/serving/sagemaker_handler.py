@@ -15,11 +15,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from neurondeploy.aws.secrets import resolve_secret_env
 from neurondeploy.compiler.artifact import MANIFEST
+from neurondeploy.serving.media import JSON, write_answers
 from neurondeploy.serving.runtime import ModelRunner
 from neurondeploy.serving.server import serving_from_env
-
-JSON = "application/json"
 
 
 def _artifact_dir(model_dir: str) -> Path:
@@ -33,6 +33,7 @@ def _artifact_dir(model_dir: str) -> Path:
 
 
 def model_fn(model_dir: str) -> ModelRunner:
+    resolve_secret_env()  # {secret: ARN} env values, read through the execution role, as `neurondeploy serve` does
     runner = ModelRunner(_artifact_dir(model_dir), serving_from_env(), replicas=1)
     runner.warm_up()
     return runner
@@ -53,4 +54,5 @@ def predict_fn(data: Any, runner: ModelRunner) -> Any:
 
 
 def output_fn(prediction: Any, accept: str = JSON) -> str:
-    return json.dumps(prediction)
+    # the runtime answers with numpy arrays: the same writer as `neurondeploy serve`'s, so the bytes are the same
+    return write_answers([prediction], JSON, JSON).decode()

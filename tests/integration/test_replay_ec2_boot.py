@@ -21,7 +21,8 @@ from neurondeploy.wheel import toolkit_wheel
 
 from .test_apply import NAME, apply_once, artifact, world  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.integration
+# apply sends a CPU trace to inf2 here, then the replay runs it on the CPU: both say so (NEURONDEPLOY_CPU_STANDIN)
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("cpu_standin")]
 BUCKET = "neurondeploy-123456789012-us-east-1"
 
 

@@ -27,7 +27,8 @@ from .test_apply import artifact, transport  # noqa: F401  (fixture)
 from .test_sagemaker_endpoint import MINILM, load, sagemaker_world  # noqa: F401  (fixture)
 from .test_serving import eager_embeddings
 
-pytestmark = pytest.mark.integration
+# apply sends a CPU trace to inf2 here, then the replay runs it on the CPU: both say so (NEURONDEPLOY_CPU_STANDIN)
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("cpu_standin")]
 TEXTS = ["Inferentia2 serves sentence embeddings.", "A replay runs what SageMaker would run.", "short"]
 
 
