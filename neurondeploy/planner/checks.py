@@ -534,6 +534,26 @@ def check_image_size(loaded: LoadedSpec) -> Iterable[Finding]:
         )
 
 
+def check_parallel_compile(loaded: LoadedSpec) -> Iterable[Finding]:
+    """RUN_NEURON_PARALLEL_COMPILE=1 makes the training toolkit run neuron_parallel_compile, a graph-extraction trial
+    that only fills the compile cache (facts §3.2, §4.1): say so, and refuse it without a cache to fill."""
+    spec = loaded.spec
+    if not spec.parallel_compile:
+        return
+    if not spec.compile_cache_uri:
+        yield error(
+            "parallel_compile",
+            "a pre-compile job keeps its graphs only in a shared compile cache, and compile_cache_uri is not set",
+            "set compile_cache_uri: s3://BUCKET/neuron-compile-cache",
+        )
+    else:
+        yield warning(
+            "parallel_compile",
+            "this job only pre-compiles into compile_cache_uri (neuron_parallel_compile's trial run trains nothing)",
+            "run it, then train with parallel_compile: false and the same spec",
+        )
+
+
 Check = Callable[[LoadedSpec], Iterable[Finding]]
 # The checks of each spec kind, in the order their findings are reported.
 CHECKS: dict[str, list[Check]] = {
@@ -549,7 +569,15 @@ CHECKS: dict[str, list[Check]] = {
         check_inference_fit,
         check_sagemaker_endpoint,
     ],
-    "training": [check_instance, check_sdk, check_image, check_parallel_layout, check_entry_script, check_training_fit],
+    "training": [
+        check_instance,
+        check_sdk,
+        check_image,
+        check_parallel_layout,
+        check_entry_script,
+        check_training_fit,
+        check_parallel_compile,
+    ],
 }
 
 

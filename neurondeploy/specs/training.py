@@ -165,7 +165,12 @@ class TrainingSpec(SpecBase):
     ] = None
     parallel_compile: Annotated[
         bool,
-        Field(description="Pre-compile graphs with neuron_parallel_compile first (RUN_NEURON_PARALLEL_COMPILE=1)."),
+        Field(
+            description="Make this job a pre-compile run: the training container prefixes torchrun with "
+            "neuron_parallel_compile (RUN_NEURON_PARALLEL_COMPILE=1), which runs the script in graph-extraction mode "
+            "(its outputs are invalid) and compiles every graph into compile_cache_uri. It trains nothing: run the "
+            "same spec again with false to train from the filled cache."
+        ),
     ] = False
     image_uri: Annotated[
         str | None,

@@ -232,7 +232,7 @@ def test_template_creates_the_job_it_plans(spec_file, tmp_path, aws, sim, capsys
     }
     assert env["NEURON_CC_FLAGS"] == "--model-type transformer --auto-cast=none"
     assert env["NEURON_COMPILE_CACHE_URL"] == "s3://my-training-bucket/neuron-compile-cache"
-    assert env["RUN_NEURON_PARALLEL_COMPILE"] == "1"
+    assert "RUN_NEURON_PARALLEL_COMPILE" not in env  # the flagship trains; a pre-compile job is a separate run
 
     # The source archive: in S3 where the job looks for it, with the entry point inside.
     key = source.removeprefix(f"s3://{BUCKET}/")

@@ -66,7 +66,7 @@ def test_tp_and_zero1_on_xla_give_the_single_process_losses_and_resume(
         assert sum(c["call"] == "zero1_step" for c in nxd) == 2 * 20
     assert {p.name for p in (work / "checkpoints" / "step_00000020").glob("xla_state*")} == files
     final = torch.load(work / "model" / "model.pt")
-    config = json.loads((work / "model" / "config.json").read_text())
+    config = json.loads((work / "model" / "tiny_lm_config.json").read_text())  # config.json is the HF one
     hidden = config["hidden_size"]
     assert final["layers.0.attention.q_proj.weight"].shape == (hidden, hidden)  # the slices gathered
     assert final["layers.0.mlp.down_proj.weight"].shape == (hidden, config["intermediate_size"])

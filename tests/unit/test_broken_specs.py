@@ -245,6 +245,7 @@ CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
         5,
     ),
     ("TP×PP×DP wrong", TRAINING + "  data_parallel: 4\n", "TP×PP×DP", 8),
+    ("pre-compile job with no cache to fill", TRAINING + "parallel_compile: true\n", "compile_cache_uri is not set", 8),
     ("training TP illegal", TRAINING.replace("tensor_parallel: 8", "tensor_parallel: 4"), "not legal", 7),
     ("spot without checkpoints", TRAINING + "spot: {enabled: true, max_wait_s: 200000}\n", "checkpoint.s3_uri", 8),
     (
