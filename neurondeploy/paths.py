@@ -13,3 +13,8 @@ def default_cache_dir() -> Path:
     if os.environ.get("XDG_CACHE_HOME"):
         return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "neurondeploy"
     return Path.home() / ".cache" / "neurondeploy"
+
+
+def default_state_path() -> Path:
+    """``$NEURONDEPLOY_STATE``, else ``~/.neurondeploy/state.db``: the SQLite state commands use by default."""
+    return Path(os.environ.get("NEURONDEPLOY_STATE", Path.home() / ".neurondeploy" / "state.db"))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import importlib.metadata
 import io
 import json
 import os
@@ -75,6 +74,8 @@ def _metadata(version: str, requires: list[str]) -> bytes:
 
 
 def _entry_points() -> bytes:
+    import importlib.metadata  # deferred: a plan that reads the wheel's record never builds it
+
     try:
         text = importlib.metadata.distribution(DISTRIBUTION).read_text("entry_points.txt")
     except importlib.metadata.PackageNotFoundError:
@@ -85,6 +86,8 @@ def _entry_points() -> bytes:
 def runtime_constraints(requires: list[str]) -> str:
     """``name==version`` for every installed runtime dependency, followed through their own requirements; extras
     and what is not installed here are left out (pip applies a constraint only to what it installs anyway)."""
+    import importlib.metadata
+
     pinned: dict[str, str] = {}
     pending = [r for r in requires if "extra ==" not in r]
     while pending:
@@ -106,6 +109,8 @@ def runtime_constraints(requires: list[str]) -> str:
 @functools.lru_cache(maxsize=1)
 def toolkit_wheel() -> ToolkitWheel:
     """The wheel of the neurondeploy imported here (built once per process)."""
+    import importlib.metadata
+
     version = __version__
     try:
         requires = importlib.metadata.requires(DISTRIBUTION) or []

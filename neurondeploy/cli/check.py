@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
-from neurondeploy.cli.images import image_context
 from neurondeploy.cli.output import console_out, print_json
 from neurondeploy.cli.render import render_plan, render_size
-from neurondeploy.engine.changes import changes_against_state, recorded_hourly_usd
-from neurondeploy.engine.saved_plans import save_plan
-from neurondeploy.engine.state import StateStore, default_state_path
+from neurondeploy.paths import default_state_path
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.planner.size import architecture_of, check_load, size_report
 from neurondeploy.planner.validate import validate_files
@@ -33,16 +31,10 @@ def cmd_plan(args) -> int:
     loaded = load_spec(args.spec)
     plan = build_plan(loaded)
     path = default_state_path() if args.state is None else args.state
-    if not str(path).startswith("s3://") and Path(path).is_file():  # a plan never creates a state file
-        state = StateStore(Path(path))
-        before = state.get(plan.name)
-        if before is not None:
-            planned = changes_against_state(loaded, before, state.lineage, image_context(args))
-            plan.changes = [change.line() for change in planned.pending]
-            plan.changes_summary = planned.summary()
-            plan.hourly_usd_before = recorded_hourly_usd(before)
-    if args.out:
-        save_plan(plan, args.out)
+    state_path = Path(path) if not str(path).startswith("s3://") and Path(path).is_file() else None  # never created
+    if state_path is not None or args.out:
+        # the engine (state, reconcile, saved plans) is loaded only for this, the way main loads a command's module
+        importlib.import_module("neurondeploy.cli.plan_state").add_changes_and_save(args, loaded, plan, state_path)
     if args.json:
         print_json(plan.model_dump(mode="json"))
     else:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.paths import default_state_path  # noqa: F401 (engine.state's public name too)
 
 SCHEMA_VERSION = 1  # = len(MIGRATIONS): the newest schema this code knows
 
@@ -100,10 +101,6 @@ class DeploymentLocked(StateError):
 
 class UnknownDeployment(NeurondeployError):
     """A deployment name the state has no record of."""
-
-
-def default_state_path() -> Path:
-    return Path(os.environ.get("NEURONDEPLOY_STATE", Path.home() / ".neurondeploy" / "state.db"))
 
 
 @dataclass
