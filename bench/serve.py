@@ -501,21 +501,25 @@ def main(args) -> None:
             raw = raw_forward(batched)
             max_batch = max(BATCH_SIZES)
             sides = {
-                "ours": lambda: (
-                    ours(batched, args.delay_ms, root / "ours-batched.log"),
-                    ours(single, args.delay_ms, root / "ours-single.log"),
+                "ours": (
+                    lambda: ours(batched, args.delay_ms, root / "ours-batched.log"),
+                    lambda: ours(single, args.delay_ms, root / "ours-single.log"),
                 ),
-                "lit": lambda: (
-                    litserve(batched, max_batch, args.delay_ms, root / "lit-batched.log"),
-                    litserve(single, 1, args.delay_ms, root / "lit-single.log"),
+                "lit": (
+                    lambda: litserve(batched, max_batch, args.delay_ms, root / "lit-batched.log"),
+                    lambda: litserve(single, 1, args.delay_ms, root / "lit-single.log"),
                 ),
             }
-            for side, start in sides.items():
-                pair = start()
-                servers.extend(pair)
-                for server, kind in zip(pair, ("batched", "single")):
+            for side, starts in sides.items():
+                pair = []
+                for start, kind in zip(starts, ("batched", "single")):
+                    # one at a time: our server times every bucket while it warms up (its group sizes come from
+                    # those timings), and two servers warming up together would skew each other's
+                    server = start()
+                    servers.append(server)
                     server.wait_ready()
                     report["diff"][f"{side} {kind}"] = answer_diff(server, raw["reference"])
+                    pair.append(server)
                 report[side] = measure(side, *pair, args, quiet)
                 for server in pair:
                     server.stop()
