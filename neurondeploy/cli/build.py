@@ -38,8 +38,12 @@ def _report(args, summary: dict, code: int) -> int:
     return code
 
 
-def _wait_for_compile(args, transport, job, console, summary: dict) -> int | None:
-    """Wait for the compile job like `train` waits; an exit code when it did not complete, else None."""
+def _follow_job(args, transport, job, console, summary: dict) -> int | None:
+    """--no-wait: report the job started; otherwise wait for it like `train` waits. The exit code to return now
+    (started, or not completed), else None: the job completed and the caller checks what it wrote."""
+    if args.no_wait:
+        summary["status"] = "started"
+        return _report(args, summary, 0)
     try:
         with console.status(f"{job.job_name}: waiting") as live:
             finished = wait_for_job(
@@ -101,10 +105,7 @@ def cmd_compile_remote_llm(args, loaded) -> int:
     )
     summary.update(job_name=job.job_name, instance_type=instance)
     console.print(f"export job {job.job_name} ({instance}) -> {prefix}")
-    if args.no_wait:
-        summary["status"] = "started"
-        return _report(args, summary, 0)
-    failed = _wait_for_compile(args, transport, job, console, summary)
+    failed = _follow_job(args, transport, job, console, summary)
     if failed is not None:
         return failed
     if find_precompiled(cache_uri, key) is None:
@@ -141,10 +142,7 @@ def cmd_compile_remote(args, loaded) -> int:
         )
         summary["job_name"] = job.job_name
         console.print(f"compile job {job.job_name} ({instance}) -> {cache_uri}/{key}")
-        if args.no_wait:
-            summary["status"] = "started"
-            return _report(args, summary, 0)
-        failed = _wait_for_compile(args, transport, job, console, summary)
+        failed = _follow_job(args, transport, job, console, summary)
         if failed is not None:
             return failed
         found = fetch_remote_artifact(key, cache)
