@@ -11,10 +11,11 @@ go back through each request's ``done`` callback, from whichever thread ran its 
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,12 +48,12 @@ class DynamicBatcher:
         max_batch: int,
         max_delay_s: float,
         observe: Callable[[int, list[float]], None] | None = None,
-        group_size: Callable[[int], int] | None = None,
+        group_size: Callable[[Sequence[Item]], int] | None = None,
     ) -> None:
         self.forward = forward  # (replica, items) -> one answer per item
-        # How many of n waiting items to run now (the runner knows which compiled batch gives most items/s);
-        # the rest wait, first in line, for the next call.
-        self.group_size = group_size or (lambda waiting: waiting)
+        # How many of the waiting items (the head of the queue, at most max_batch) to run now: the runner knows
+        # which compiled bucket gives the most items/s; the rest wait, first in line, for the next call.
+        self.group_size = group_size or len
         self.max_batch = max_batch
         self.max_delay_s = max_delay_s
         self.observe = observe  # (batch size, queue seconds of each item) -> metrics
@@ -96,8 +97,8 @@ class DynamicBatcher:
                 if remaining <= 0:
                     break
                 self.arrived.wait(remaining)
-        count = min(len(self.waiting), self.max_batch)
-        count = max(1, min(count, self.group_size(count)))
+        head = [entry.item for entry in itertools.islice(self.waiting, self.max_batch)]
+        count = max(1, min(len(head), self.group_size(head)))
         group = [self.waiting.popleft() for _ in range(count)]
         self.target = count
         return group

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,12 +174,14 @@ class ModelRunner:
     def forward(self, replica: int, items: list[Item]) -> torch.Tensor:
         """One group of items (≤ the largest batch) through the smallest bucket that holds it, on one replica: the
         float32 output rows of these items."""
-        batch, length = self.pick_bucket(len(items), max(item.length for item in items))
-        module = self.replicas[replica].modules[(batch, length)]
-        tensors = self.tensors(items, batch, length)
+        started = time.perf_counter()
+        bucket = self.pick_bucket(len(items), max(item.length for item in items))
+        module = self.replicas[replica].modules[bucket]
+        tensors = self.tensors(items, *bucket)
         with torch.no_grad(), self.forward_context():
             output = module(*tensors)
         output = output[0] if isinstance(output, tuple) else output
+        self.record_bucket_time(bucket, time.perf_counter() - started)
         return output[: len(items)].float()
 
     def outputs(self, output: torch.Tensor) -> list[Any]:
@@ -200,18 +202,18 @@ class ModelRunner:
         return self.outputs(self.forward(replica, items))
 
     def warm_up(self) -> None:
-        """One inference per bucket and replica (/ping turns healthy only after every module has run), then two
-        timed runs per bucket: the batcher uses the timings to pick group sizes."""
+        """One inference per bucket and replica (/ping turns healthy only after every module has run), then timed
+        runs per bucket: the first estimates of what each bucket costs, which live forwards then keep current."""
         for replica in range(len(self.replicas)):
             for batch, length in self.buckets:
                 self._run_padding(replica, batch, length)
-        for batch, length in self.buckets:  # the faster of 2: other work on the machine only ever adds time
+        for bucket in self.buckets:  # the fastest of 3: other work on the machine only ever adds time
             spent = []
-            for _ in range(2):
+            for _ in range(3):
                 start = time.perf_counter()
-                self._run_padding(0, batch, length)
+                self._run_padding(0, *bucket)
                 spent.append(time.perf_counter() - start)
-            self.bucket_seconds[(batch, length)] = min(spent)
+            self.bucket_seconds[bucket] = min(spent)
 
     def _run_padding(self, replica: int, batch: int, length: int) -> None:
         if self.image:
@@ -221,15 +223,29 @@ class ModelRunner:
         with torch.no_grad():
             self.replicas[replica].modules[(batch, length)](*self.tensors(items, batch, length))
 
-    def group_size(self, waiting: int) -> int:
-        """How many of ``waiting`` items to run now: the count whose smallest fitting bucket gives the most items
-        per second at the longest compiled length (padding to a larger batch costs time). Without timings: all."""
+    def record_bucket_time(self, bucket: tuple[int, int], seconds: float) -> None:
+        """Fold one live forward's time into the bucket's estimate (a moving average), so group sizes follow what
+        the buckets cost now (a load generator on the same cores, a busier host), not one warm-up moment. A single
+        stall (a page fault, the scheduler) counts at most double the estimate, so it cannot flip the choice."""
+        previous = self.bucket_seconds.get(bucket)
+        if previous is None:
+            self.bucket_seconds[bucket] = seconds
+        else:
+            self.bucket_seconds[bucket] = 0.8 * previous + 0.2 * min(seconds, 2 * previous)
+
+    def group_size(self, waiting: Sequence[Item]) -> int:
+        """How many of the ``waiting`` items (the head of the queue, in order) to run now: the count whose bucket
+        (the smallest holding that many items of their longest length) gives the most items per second. Padding
+        to a larger batch costs time, and so does a long item joining short ones. Without timings: all."""
         if not self.bucket_seconds:
-            return waiting
-        best, best_rate = waiting, 0.0
-        for count in sorted({batch for batch, _ in self.buckets if batch <= waiting} | {min(waiting, self.max_batch)}):
-            batch = min(b for b, _ in self.buckets if b >= count)
-            seconds = self.bucket_seconds.get((batch, self.max_length))
+            return len(waiting)
+        best, best_rate, longest = len(waiting), 0.0, 0
+        candidates = {batch for batch, _ in self.buckets} | {len(waiting)}
+        for count, item in enumerate(waiting, start=1):
+            longest = max(longest, item.length)
+            if count not in candidates:
+                continue
+            seconds = self.bucket_seconds.get(self.pick_bucket(count, longest))
             if seconds and count / seconds > best_rate:
                 best, best_rate = count, count / seconds
         return best

@@ -53,7 +53,7 @@ def test_a_lone_request_runs_at_once_in_the_submitting_thread():
 
 def test_under_load_the_next_group_is_what_piled_up_cut_to_the_best_size():
     model = Model()
-    best_of = lambda waiting: min(waiting, 8)  # noqa: E731 (the runner's bucket choice, here: 8 is best)
+    best_of = lambda waiting: min(len(waiting), 8)  # noqa: E731 (the runner's bucket choice, here: 8 is best)
     batcher = DynamicBatcher(model.forward, 1, 32, max_delay_s=0.0, group_size=best_of)
     model.gate.clear()
     with ThreadPoolExecutor(4) as pool:
