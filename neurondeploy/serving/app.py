@@ -17,7 +17,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from neurondeploy.serving.batcher import DynamicBatcher
 from neurondeploy.serving.cpu import CpuAccount
 from neurondeploy.serving.media import Unsupported, read_payloads, request_type, response_type, write_answers
-from neurondeploy.serving.runtime import BadRequest, ModelRunner
+from neurondeploy.serving.runtime import BadRequest, ModelRunner, without_autograd
+from neurondeploy.serving.workers import WorkerPool
 from neurondeploy.specs.inference import ServingSpec
 
 RETRY_AFTER_S = 1
@@ -100,7 +100,7 @@ class InferenceServer:
         self.runtime = runtime
         self.runner: ModelRunner | None = None
         self.batcher: DynamicBatcher | None = None
-        self.pool: ThreadPoolExecutor | None = None
+        self.pool: WorkerPool | None = None
         self.cpu = CpuAccount()
         self.metrics = Metrics(self.cpu)
         self.load_error: str | None = None
@@ -130,7 +130,7 @@ class InferenceServer:
         runner.forward_context = self.cpu.forward
         replicas = len(runner.replicas)
         # Each replica's model runs in the worker thread that found it idle; the others parse and tokenise.
-        self.pool = ThreadPoolExecutor(replicas + max(2, os.cpu_count() or 2), thread_name_prefix="neurondeploy")
+        self.pool = WorkerPool(replicas + max(2, os.cpu_count() or 2), "neurondeploy", initializer=without_autograd)
         self.batcher = DynamicBatcher(
             runner.run,
             replicas,
@@ -150,7 +150,7 @@ class InferenceServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.loading
         if self.pool:
-            await asyncio.to_thread(self.pool.shutdown, wait=True)
+            await asyncio.to_thread(self.pool.shutdown)
 
     # --- ASGI -----------------------------------------------------------------------------------------------------
 

@@ -178,5 +178,7 @@ def uvicorn_config(app, serving: ServingSpec, host: str, port: int, **options) -
         "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
         "http": limited_protocol(serving),
         "timeout_keep_alive": serving.idle_timeout_s,
+        # X-Forwarded-* rewrites the client address, which only an access log would show: not worth its cost.
+        "proxy_headers": False,
     } | options
     return uvicorn.Config(app, host=host, port=port, **settings)
