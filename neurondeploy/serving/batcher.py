@@ -6,7 +6,8 @@ at once: a lone request costs what it costs on a batch-1 server (one thread, no 
 holds it). Under load, items pile up while the replica runs, and the thread that ran it goes on with the next
 group as soon as it has answered the last one; it also waits up to ``max_delay`` for a group to reach the size of
 the previous one, so closed-loop clients whose answers just went out have time to send the next request. Answers
-go back through each request's ``done`` callback, from whichever thread ran its last item.
+go back through each request's ``done`` callback, from whichever thread ran its last item; when nothing is waiting
+the replica is released first, so a client's next request never finds it held by a thread that is only answering.
 """
 
 from __future__ import annotations
@@ -77,13 +78,22 @@ class DynamicBatcher:
             self._run_while_waiting(replica)
 
     def _run_while_waiting(self, replica: int) -> None:
-        while True:
+        with self.lock:
+            group = self._collect()
+        while group:
+            finished = self._run(replica, group)
+            with self.lock:  # nothing waiting: the replica is free before the answers go out, not after
+                more = bool(self.waiting)
+                if not more:
+                    self.idle.append(replica)
+            for request, outputs, error in finished:
+                request.done(outputs, error)
+            if not more:
+                return
             with self.lock:
                 group = self._collect()
-                if not group:
+                if not group:  # another replica took them meanwhile
                     self.idle.append(replica)
-                    return
-            self._run(replica, group)
 
     def _collect(self) -> list[_Pending]:
         """The next group (lock held): the head of the queue, waiting up to max_delay for it to reach the last
@@ -103,7 +113,10 @@ class DynamicBatcher:
         self.target = count
         return group
 
-    def _run(self, replica: int, group: list[_Pending]) -> None:
+    def _run(
+        self, replica: int, group: list[_Pending]
+    ) -> list[tuple[_Request, list[Any] | None, BaseException | None]]:
+        """One model call; the requests it completed (or failed), for the caller to answer."""
         started = time.perf_counter()
         finished: list[tuple[_Request, list[Any] | None, BaseException | None]] = []
         try:
@@ -122,7 +135,6 @@ class DynamicBatcher:
                     request.remaining -= 1
                     if request.remaining == 0 and not request.failed:
                         finished.append((request, request.outputs, None))
-        for request, outputs, error in finished:
-            request.done(outputs, error)
         if self.observe:
             self.observe(len(group), [started - entry.enqueued for entry in group])
+        return finished

@@ -83,3 +83,13 @@ def test_a_failing_call_fails_only_the_requests_in_its_group():
         with pytest.raises(ValueError, match="negative token"):
             answer.result(10)
     assert healthy.result(10) == [[10]]
+
+
+def test_with_nothing_waiting_the_replica_is_free_before_the_answer_goes_out():
+    # a closed-loop client's next request can arrive while the thread that ran its last one is still answering:
+    # it must find the replica idle and run at once, not wait for that thread to come back for it
+    model = Model()
+    batcher = DynamicBatcher(model.forward, 1, 16, max_delay_s=0.0)
+    idle_when_answered = []
+    batcher.submit([Item(token_ids=[1])], lambda outputs, error: idle_when_answered.append(list(batcher.idle)))
+    assert idle_when_answered == [[0]]
