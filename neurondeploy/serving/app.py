@@ -63,6 +63,7 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.by_status: dict[int, list[Counter]] = {}
         self.ready = Gauge("neurondeploy_ready", "1 once the model is loaded and warmed up", registry=self.registry)
         Gauge(
             "neurondeploy_process_cpu_seconds", "CPU seconds of the whole server process", registry=self.registry
@@ -72,6 +73,17 @@ class Metrics:
             "CPU seconds inside the model: the calling thread during each forward, plus torch's own threads",
             registry=self.registry,
         ).set_function(cpu.model_seconds)
+
+    def observe_invocation(self, status: int, seconds: float) -> None:
+        counters = self.by_status.get(status)
+        if counters is None:  # labels() builds and looks up a key each time: once per status code is enough
+            counters = [self.requests.labels("/invocations", str(status))]
+            if status >= 400:
+                counters.append(self.errors.labels(str(status)))
+            self.by_status[status] = counters
+        for counter in counters:
+            counter.inc()
+        self.latency.observe(seconds)
 
     def observe_batch(self, size: int, waits: list[float]) -> None:
         self.batch_size.observe(size)
@@ -164,11 +176,7 @@ class InferenceServer:
         if path == "/invocations" and method == "POST":
             started = time.perf_counter()
             reply = await self._invoke(scope, receive)
-            status = reply[0]
-            self.metrics.requests.labels("/invocations", str(status)).inc()
-            if status >= 400:
-                self.metrics.errors.labels(str(status)).inc()
-            self.metrics.latency.observe(time.perf_counter() - started)
+            self.metrics.observe_invocation(reply[0], time.perf_counter() - started)
         elif path == "/ping" and method in ("GET", "HEAD"):
             reply = self._ping()
         elif path == "/metrics" and method == "GET":
