@@ -9,6 +9,7 @@
   - c=32 without batching (a batch-1-only artifact; LitServe with max_batch_size 1);
   - c=1 on the batching server and on the batch-1 server, in interleaved windows (both servers up, one loaded at
     a time), so a slow spell of the machine hits both: p50 ratio (goal <= 1.05), p50 minus the raw batch-1 forward;
+  - /ping latency on our server while 24 concurrent ~1 MB bodies are read and tokenised (goal p99 < 50 ms);
   - our server's CPU per request outside the model, from its own /metrics counters (process CPU minus the CPU in
     model forwards, per answered request; goal <= 1 ms): unlike latency, it holds when the load generator shares
     the cores.
@@ -20,6 +21,7 @@ Torch threads: left at torch's default in both servers and in the ceiling (print
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import signal
@@ -28,8 +30,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import litserve as ls  # the LitAPI below must live at module level: LitServe spawns its worker from this file
 from loadgen import group_cpu_s, group_pids, machine_cpu_s
@@ -49,6 +53,7 @@ CEILING_ROUNDS = 2
 REQUEST_TIMEOUT_S = 30.0
 QUIET_WAIT_S = 30.0  # in all, at most this long waiting for other work on the machine to stop before a measurement
 QUIET_CORES = 0.15
+BIG_BODIES = 24  # concurrent ~1 MB bodies while /ping is timed
 SPEC = """kind: inference
 name: bench-{name}
 task: feature-extraction
@@ -348,6 +353,50 @@ def answer_diff(server: Server, reference: list[float]) -> float:
     return max(abs(x - y) for x, y in zip(answer, reference, strict=True))
 
 
+def ping_during_large_bodies(server: Server, bodies: int = BIG_BODIES) -> dict:
+    """/ping latencies (one keep-alive connection, every 20 ms) while ``bodies`` concurrent ~1 MB texts are read
+    and tokenised: the load balancer's and SageMaker's view of a server busy with large requests."""
+    address = urlsplit(server.base)
+    text = ("tokenisation of a long text happens in the worker threads " * 20000)[: 2**20 - 20]
+    body = json.dumps({"inputs": text}).encode()
+    statuses: list[int] = []
+
+    def post() -> None:
+        connection = http.client.HTTPConnection(address.hostname, address.port, timeout=REQUEST_TIMEOUT_S * 4)
+        connection.request("POST", "/invocations", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        response.read()
+        statuses.append(response.status)
+        connection.close()
+
+    posters = [threading.Thread(target=post) for _ in range(bodies)]
+    pinger = http.client.HTTPConnection(address.hostname, address.port, timeout=REQUEST_TIMEOUT_S)
+    pings, started = [], time.perf_counter()
+    for thread in posters:
+        thread.start()
+    while any(thread.is_alive() for thread in posters):
+        sent = time.perf_counter()
+        pinger.request("GET", "/ping")
+        response = pinger.getresponse()
+        response.read()
+        pings.append(time.perf_counter() - sent)
+        if response.status != 200:
+            statuses.append(response.status)
+        time.sleep(0.02)
+    elapsed = time.perf_counter() - started
+    pinger.close()
+    pings.sort()
+    return {
+        "count": len(pings),
+        "p50": pings[len(pings) // 2],
+        "p99": pings[min(len(pings) - 1, int(0.99 * len(pings)))],
+        "max": pings[-1],
+        "seconds": elapsed,
+        "bodies": bodies,
+        "errors": [status for status in statuses if status != 200],
+    }
+
+
 # --- the whole comparison ----------------------------------------------------------------------------------------
 
 
@@ -405,6 +454,17 @@ def print_report(args, raw: dict, report: dict, total: float, waited: float) -> 
     )
     for key, label in (("c1", "c=1"), (f"c{c}", f"c={c}")):
         _row(f"server CPU per request outside the model, {label}", _ms(ours_r[key]["outside_cpu"]), "-", "goal <= 1 ms")
+    ping = report["ping"]
+    _row(
+        f"/ping p50 / p99 during {ping['bodies']} x 1 MB bodies",
+        f"{ping['p50'] * 1000:.1f} / {ping['p99'] * 1000:.1f} ms",
+        "-",
+        "goal p99 < 50 ms",
+    )
+    print(
+        f"  ({ping['count']} pings over the {ping['seconds']:.1f} s the bodies took, max {ping['max'] * 1000:.1f} ms"
+        + (f"; non-200 answers: {ping['errors']})" if ping["errors"] else ")")
+    )
     _row(
         "errors, all runs",
         *(str(sum(sum(run["errors"].values()) for run in side.values())) for side in (ours_r, lit_r)),
@@ -521,6 +581,9 @@ def main(args) -> None:
                     report["diff"][f"{side} {kind}"] = answer_diff(server, raw["reference"])
                     pair.append(server)
                 report[side] = measure(side, *pair, args, quiet)
+                if side == "ours":
+                    quiet.wait(pair[0])
+                    report["ping"] = ping_during_large_bodies(pair[0])
                 for server in pair:
                     server.stop()
         finally:
