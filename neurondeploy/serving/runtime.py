@@ -26,6 +26,8 @@ import torch
 from neurondeploy.compiler.artifact import LoadedArtifact, Manifest, load_artifact
 from neurondeploy.specs.inference import ServingSpec
 
+GROUP_RATE_SLACK = 0.05
+
 
 class BadRequest(ValueError):
     """The request is wrong (400): the message says what and how to fix it."""
@@ -253,19 +255,25 @@ class ModelRunner:
     def group_size(self, waiting: Sequence[Item]) -> int:
         """How many of the ``waiting`` items (the head of the queue, in order) to run now: the count whose bucket
         (the smallest holding that many items of their longest length) gives the most items per second. Padding
-        to a larger batch costs time, and so does a long item joining short ones. Without timings: all."""
+        to a larger batch costs time, and so does a long item joining short ones. Within ``GROUP_RATE_SLACK`` of
+        the best rate the largest count wins: every group also costs what the bucket timings do not see (waking
+        the worker and OpenMP threads, handing the answers to the event loop), and bench/serve.py measured groups
+        of 16 at 0.93 of the raw ceiling against 0.81 for groups of 8, where the raw forwards differ by 3%.
+        Without timings: all."""
         if not self.bucket_seconds:
             return len(waiting)
-        best, best_rate, longest = len(waiting), 0.0, 0
+        rates: dict[int, float] = {}
+        longest = 0
         candidates = {batch for batch, _ in self.buckets} | {len(waiting)}
         for count, item in enumerate(waiting, start=1):
             longest = max(longest, item.length)
-            if count not in candidates:
-                continue
-            seconds = self.bucket_seconds.get(self.pick_bucket(count, longest))
-            if seconds and count / seconds > best_rate:
-                best, best_rate = count, count / seconds
-        return best
+            seconds = self.bucket_seconds.get(self.pick_bucket(count, longest)) if count in candidates else None
+            if seconds:
+                rates[count] = count / seconds
+        if not rates:
+            return len(waiting)
+        good_enough = (1 - GROUP_RATE_SLACK) * max(rates.values())
+        return max(count for count, rate in rates.items() if rate >= good_enough)
 
 
 def _no_grad_unless_off() -> contextlib.AbstractContextManager:
