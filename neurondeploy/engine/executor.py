@@ -78,6 +78,7 @@ def _serialise(requests: tuple[Request, ...]) -> list[dict]:
             if r.wait is None
             else {"waiter": r.wait.waiter, "params": r.wait.params, "service": r.wait.service},
             **({"done_if": list(r.done_if)} if r.done_if else {}),
+            **({"undoes": r.undoes} if r.undoes else {}),
         }
         for r in requests
     ]
@@ -445,6 +446,8 @@ class Executor:
             result.deleted.append(resource.name)
 
     def _send_delete(self, resource: ResourceState, request: dict, outputs: dict) -> None:
+        if resource.completed < request.get("undoes", 0):
+            return  # the create step it undoes never happened
         try:
             params = resolve(request["params"], outputs)
         except KeyError:

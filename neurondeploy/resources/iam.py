@@ -135,7 +135,10 @@ def instance_role_resources(spec: Spec, ctx: PlanContext, artifact_s3_uri: str) 
             ],
             [
                 Request(
-                    "iam", "RemoveRoleFromInstanceProfile", {"InstanceProfileName": profile_name, "RoleName": role_name}
+                    "iam",
+                    "RemoveRoleFromInstanceProfile",
+                    {"InstanceProfileName": profile_name, "RoleName": role_name},
+                    undoes=2,  # AddRoleToInstanceProfile
                 ),
                 Request("iam", "DeleteInstanceProfile", {"InstanceProfileName": profile_name}),
             ],

@@ -57,6 +57,9 @@ class Request:
     expect: dict[str, Any] = field(default_factory=dict)
     # Deletes only: fragments of a refusal message that mean nothing is left to do (a job that already finished)
     done_if: tuple[str, ...] = ()
+    # Deletes only: the create request (1-based) this delete undoes; sent only once that request completed, so a
+    # half-made resource is not asked to undo a step it never took (a role never added to its instance profile)
+    undoes: int | None = None
     # Updates only: JMESPath into the resource's first create request; the request is sent only when the value
     # there changed since the last apply (an instance refresh only when what instances boot changed)
     when: str | None = None
