@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ from neurondeploy.resources.registry import deletion_order, registry, sources
 from neurondeploy.resources.tags import DEPLOYMENT_TAG, LINEAGE_TAG, RESOURCE_TAG
 
 DELETE_ORDER: tuple[str, ...] = deletion_order()  # every kind's Kind.order, dependents first
+SCAN_THREADS = 8
 UNCHECKED = "sweep:unchecked"  # a source that could not be read: nothing can be proven about it
 
 
@@ -77,38 +79,38 @@ def sort_leftovers(leftovers: Iterable[Leftover]) -> list[Leftover]:
 def find_leftovers(transport: AwsTransport, deployment: str, *, hosted_zone_ids: Iterable[str] = ()) -> list[Leftover]:
     """Everything of ``deployment`` that still exists, in :data:`DELETE_ORDER`. A source that cannot be read
     (access denied, an API the endpoint lacks) becomes an :data:`UNCHECKED` leftover rather than silence."""
-    found: dict[tuple[str, str], Leftover] = {}
-    region = transport.region
-
-    def add(kind: str, ident: str, detail: str, where: str | None = None, *, tags=None) -> None:
-        key = (kind, ident.lower() if kind.startswith("sagemaker:") else ident)  # SageMaker ARNs lower-case names
-        found.setdefault(key, Leftover(kind, ident, where or region, detail, _tag_dict(tags)))
-
-    scan = _Scan(transport, deployment, add)
     zones = list(dict.fromkeys(zone_id(z) for z in hosted_zone_ids))
-    for find in sources():  # the per-service describes, in their records' order
-        if find.per_zone:
-            for zone in zones:
-                scan.source(find.label.format(zone=zone), find.run, scan, zone)
-        else:
-            scan.source(find.label, find.run, scan)
-    scan.source("resourcegroupstaggingapi", _tagging_api, scan)
-    return sort_leftovers(found.values())
+    describes = [(find.label, find.run, ()) for find in sources() if not find.per_zone]
+    describes.append(("resourcegroupstaggingapi", _tagging_api, ()))
+    return _run_sources(transport, deployment, [describes, _per_zone(zones)])
 
 
 def find_owned_records(transport: AwsTransport, deployment: str, hosted_zone_ids: Iterable[str]) -> list[Leftover]:
     """Only the Route 53 part of :func:`find_leftovers`. Destroy runs it before the recorded delete removes
     the ownership TXT records that make the other records recognisable as ours."""
+    return _run_sources(transport, deployment, [_per_zone(list(dict.fromkeys(zone_id(z) for z in hosted_zone_ids)))])
+
+
+def _per_zone(zones: list[str]) -> list[tuple[str, Callable, tuple]]:
+    return [(find.label.format(zone=zone), find.run, (zone,)) for find in sources() if find.per_zone for zone in zones]
+
+
+def _run_sources(transport: AwsTransport, deployment: str, phases: list[list[tuple[str, Callable, tuple]]]):
+    """Run each phase's sources at once (every one is a few list calls: against AWS a scan takes the slowest
+    source's time, not the sum of ~20 round trips), phase after phase: the per-zone record finders read the
+    certificates the ACM describe found. What they find is merged in the sources' own order, so the first finder
+    of a resource names it, as when they ran one by one."""
     found: dict[tuple[str, str], Leftover] = {}
-
-    def add(kind: str, ident: str, detail: str, where: str | None = None, *, tags=None) -> None:
-        found.setdefault((kind, ident), Leftover(kind, ident, where or transport.region, detail, _tag_dict(tags)))
-
-    scan = _Scan(transport, deployment, add)
-    zones = list(dict.fromkeys(zone_id(z) for z in hosted_zone_ids))
-    for find in (f for f in sources() if f.per_zone):
-        for zone in zones:
-            scan.source(find.label.format(zone=zone), find.run, scan, zone)
+    certificates: list[dict] = []
+    for phase in phases:
+        scans = [_Scan(transport, deployment, certificates=certificates) for _ in phase]
+        with ThreadPoolExecutor(max_workers=min(SCAN_THREADS, max(1, len(phase))), thread_name_prefix="sweep") as pool:
+            list(pool.map(lambda scan, source: scan.source(source[0], source[1], scan, *source[2]), scans, phase))
+        for scan in scans:
+            certificates = scan.certificates or certificates
+            for kind, ident, detail, where, tags in scan.found:
+                key = (kind, ident.lower() if kind.startswith("sagemaker:") else ident)  # SageMaker ARNs: lower case
+                found.setdefault(key, Leftover(kind, ident, where or transport.region, detail, _tag_dict(tags)))
     return sort_leftovers(found.values())
 
 
@@ -126,15 +128,18 @@ def list_hosted_zones(transport: AwsTransport) -> list[str]:
 
 @dataclass
 class _Scan:
-    """What the records' finders get (:class:`neurondeploy.resources.kinds.Scan`): raw calls, pages, ``add``."""
+    """What one source's finder gets (:class:`neurondeploy.resources.kinds.Scan`): raw calls, pages, ``add``."""
 
     transport: AwsTransport
     deployment: str
-    add: Callable[..., None]
     certificates: list[dict] = field(default_factory=list)  # set by the ACM source, read by the records
+    found: list[tuple] = field(default_factory=list)  # (kind, id, detail, where, tags), in the order found
 
     def __post_init__(self) -> None:
         self.paged = Paged(self.transport)
+
+    def add(self, kind: str, ident: str, detail: str, where: str | None = None, *, tags=None) -> None:
+        self.found.append((kind, ident, detail, where, tags))
 
     def call(self, service: str, operation: str, params: dict) -> dict:
         return self.transport.call(service, operation, params)
