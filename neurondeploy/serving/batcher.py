@@ -78,22 +78,21 @@ class DynamicBatcher:
             self._run_while_waiting(replica)
 
     def _run_while_waiting(self, replica: int) -> None:
-        with self.lock:
-            group = self._collect()
-        while group:
-            finished = self._run(replica, group)
-            with self.lock:  # nothing waiting: the replica is free before the answers go out, not after
-                more = bool(self.waiting)
-                if not more:
-                    self.idle.append(replica)
-            for request, outputs, error in finished:
-                request.done(outputs, error)
-            if not more:
-                return
+        while True:
             with self.lock:
                 group = self._collect()
                 if not group:  # another replica took them meanwhile
                     self.idle.append(replica)
+                    return
+            finished = self._run(replica, group)
+            with self.lock:  # nothing waiting: the replica is free before the answers go out, not after
+                released = not self.waiting
+                if released:
+                    self.idle.append(replica)
+            for request, outputs, error in finished:
+                request.done(outputs, error)
+            if released:
+                return
 
     def _collect(self) -> list[_Pending]:
         """The next group (lock held): the head of the queue, waiting up to max_delay for it to reach the last
