@@ -102,10 +102,15 @@ def _run_sources(transport: AwsTransport, deployment: str, phases: list[list[tup
     of a resource names it, as when they ran one by one."""
     found: dict[tuple[str, str], Leftover] = {}
     certificates: list[dict] = []
-    for phase in phases:
+
+    def run(scan: _Scan, source: tuple[str, Callable, tuple]) -> None:
+        label, find, args = source
+        scan.source(label, find, scan, *args)
+
+    for phase in filter(None, phases):
         scans = [_Scan(transport, deployment, certificates=certificates) for _ in phase]
-        with ThreadPoolExecutor(max_workers=min(SCAN_THREADS, max(1, len(phase))), thread_name_prefix="sweep") as pool:
-            list(pool.map(lambda scan, source: scan.source(source[0], source[1], scan, *source[2]), scans, phase))
+        with ThreadPoolExecutor(max_workers=min(SCAN_THREADS, len(phase)), thread_name_prefix="sweep") as pool:
+            list(pool.map(run, scans, phase))
         for scan in scans:
             certificates = scan.certificates or certificates
             for kind, ident, detail, where, tags in scan.found:

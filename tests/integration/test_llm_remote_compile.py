@@ -23,6 +23,7 @@ from neurondeploy.resources.precompiled import load_budget
 from neurondeploy.resources.validation import check_request
 
 from .test_apply import FIXTURES, REPO
+from .test_remote_compile import cli
 from .test_sagemaker_endpoint import sagemaker_world  # noqa: F401  (fixture: ml.inf2 in moto, our image in ECR)
 
 pytestmark = pytest.mark.integration
@@ -48,17 +49,6 @@ EXPORT = [
     "--instance_type",
     "inf2",
 ]
-
-
-def cli(*args, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "neurondeploy.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        timeout=600,
-    )
 
 
 def create_training_job_calls(aws) -> int:
