@@ -256,7 +256,9 @@ def test_serve_takes_a_model_directory_with_the_containers_settings(tmp_path):
         assert metric(url, "neurondeploy_llm_max_batch") == 2
         refused = httpx.post(f"{url}/v1/completions", json={"prompt": "x" * 60, "max_tokens": 10})
         assert refused.status_code == 400 and "(10 > 64 - 60)" in refused.json()["error"]["message"]
-        answer = httpx.post(f"{url}/v1/completions", json={"prompt": "x" * 50, "max_tokens": 10}, timeout=30).json()
+        # ignore_eos: the stand-in's weights are random, and a sampled end-of-sequence would end the answer early
+        filled = {"prompt": "x" * 50, "max_tokens": 10, "ignore_eos": True}
+        answer = httpx.post(f"{url}/v1/completions", json=filled, timeout=30).json()
         assert answer["usage"] == {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
