@@ -197,17 +197,20 @@ def test_bad_requests_get_vllms_400_and_the_server_stays_up(endpoint):
     client = openai.OpenAI(base_url=f"{endpoint}/v1", api_key="unused")
     with pytest.raises(openai.BadRequestError, match="top_p must be in"):
         client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], top_p=0)
-    still = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=3)
+    still = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=3, extra_body={"ignore_eos": True}
+    )
     assert still.usage.completion_tokens == 3  # the server stayed up
 
 
 def test_the_sagemaker_contract_speaks_the_same_api(endpoint):
     assert httpx.get(f"{endpoint}/ping").status_code == 200 and httpx.get(f"{endpoint}/health").status_code == 200
-    chat = httpx.post(
-        f"{endpoint}/invocations", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}, timeout=30
-    ).json()
+    # ignore_eos on sampled requests whose token counts are asserted: the stand-in's weights are random
+    chat_body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "ignore_eos": True}
+    chat = httpx.post(f"{endpoint}/invocations", json=chat_body, timeout=30).json()
     assert chat["object"] == "chat.completion" and chat["usage"]["completion_tokens"] == 4
-    completion = httpx.post(f"{endpoint}/invocations", json={"prompt": "hi", "max_tokens": 3}, timeout=30).json()
+    completion_body = {"prompt": "hi", "max_tokens": 3, "ignore_eos": True}
+    completion = httpx.post(f"{endpoint}/invocations", json=completion_body, timeout=30).json()
     assert completion["object"] == "text_completion" and completion["usage"]["completion_tokens"] == 3
     neither = httpx.post(f"{endpoint}/invocations", json={"inputs": "hi"}, timeout=30)
     assert neither.status_code == 400 and "Cannot determine the request type" in neither.json()["error"]["message"]
