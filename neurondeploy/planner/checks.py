@@ -414,8 +414,41 @@ def _precompile_advice(loaded: LoadedSpec) -> Iterable[Finding]:
     )
 
 
+SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))  # pseudo-files: endless, blocking or the machine's own
+# Never a source tree, even with source_dir_outside_project: train would pack and upload the machine's own files.
+NEVER_SOURCE = (Path("/etc"), Path("/usr"), Path("/boot"), Path("/var"), Path("/bin"), Path("/sbin"), Path("/lib"))
+
+
+def project_directory(spec_dir: Path) -> Path:
+    """The project a spec belongs to: the root of the git work tree holding it (``.git``, a directory or a
+    worktree's file), else the spec file's own directory."""
+    spec_dir = spec_dir.resolve()
+    return next((d for d in (spec_dir, *spec_dir.parents) if (d / ".git").exists()), spec_dir)
+
+
+def source_dir_problem(loaded: LoadedSpec) -> tuple[str, str] | None:
+    """(what is wrong, fix) when the training source_dir (symlinks resolved) leaves the spec's project (its git
+    work tree, else its directory) without the opt-out, or is the filesystem root or a system directory; None when
+    train may pack it."""
+    spec = loaded.spec
+    project = project_directory(loaded.base_dir)
+    source = (loaded.base_dir / spec.source_dir).resolve()
+    if source == Path(source.anchor) or any(source == r or r in source.parents for r in (*SYSTEM_ROOTS, *NEVER_SOURCE)):
+        return f"source_dir {spec.source_dir} is {source}, a system directory", "point it at your training code"
+    if source != project and project not in source.parents and not spec.source_dir_outside_project:
+        return (
+            f"source_dir {spec.source_dir} is {source}, outside the spec's project {project}; train would upload it",
+            "move the spec next to its code, or set source_dir_outside_project: true if that tree is meant to ship",
+        )
+    return None
+
+
 def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
     spec = loaded.spec
+    problem = source_dir_problem(loaded)
+    if problem:
+        yield error("source_dir", *problem)
+        return
     source = loaded.base_dir / spec.source_dir
     script = source / spec.entry_point
     if not script.is_file():
@@ -432,9 +465,6 @@ def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
             "set pipeline_parallel: 1 and give the cores to tensor_parallel and data_parallel "
             "(`train --local` still runs pipeline stages on the CPU), or use an NxD Training script",
         )
-
-
-SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))  # pseudo-files: endless, blocking or the machine's own
 
 
 def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shlex
 
 from neurondeploy.catalog import replicas_per_instance
@@ -28,6 +29,7 @@ from neurondeploy.resources.naming import (
 from neurondeploy.resources.refs import find_refs, ref
 from neurondeploy.specs import InferenceSpec
 from neurondeploy.specs.inference import SERVING_ENV, serving_env_value
+from neurondeploy.specs.screening import control_character_problem
 
 USER_DATA_MAX_BYTES = 16 * 1024  # EC2 limit, before base64
 INSTALL_SECONDS = 300  # wheel download and pip install + service start, added to the ASG health-check grace period
@@ -67,6 +69,27 @@ def ami_resource(ctx: PlanContext, min_root_gib: int | None = None) -> Resource:
 
 
 CONSTRAINTS_FILE = "constraints.txt"
+ENV_FILE = f"{APP_DIR}/service.env"
+# In a double-quoted EnvironmentFile value, a backslash before one of these keeps just that character
+# (systemd src/basic/env-file.c, DOUBLE_QUOTE_VALUE_ESCAPE with SHELL_NEED_ESCAPE).
+ENV_FILE_ESCAPED = re.compile(r'(["\\`$])')
+
+
+def environment_file(env: dict[str, str]) -> str:
+    """The service's environment as systemd's ``EnvironmentFile=`` reads it: ``KEY="VALUE"`` lines, every value
+    double-quoted with ``" \\ ` $`` escaped, so it arrives byte for byte (the file's content gets no ``%`` specifier
+    or ``$`` expansion: systemd.exec(5), EnvironmentFile=). A key that is not a variable name, or a value with a
+    control character, is refused: validate refuses them first, this keeps the builder safe on its own."""
+    lines = []
+    for key, value in env.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise PlanError(f"environment key {key!r} is not a variable name", "use [A-Za-z_][A-Za-z0-9_]*")
+        problem = control_character_problem(value)
+        if problem:
+            raise PlanError(f"environment value of {key} {problem}", "write it on one line without control characters")
+        escaped = ENV_FILE_ESCAPED.sub(r"\\\1", value)
+        lines.append(f'{key}="{escaped}"\n')
+    return "".join(lines)
 
 
 def user_data_script(spec: InferenceSpec, artifact_s3_uri: str, ctx: PlanContext) -> str:
@@ -97,13 +120,10 @@ def user_data_script(spec: InferenceSpec, artifact_s3_uri: str, ctx: PlanContext
         (toolkit + ctx.toolkit_wheel, f"{APP_DIR}/wheel/{ctx.toolkit_wheel}", ctx.toolkit_sha256),
         (toolkit + CONSTRAINTS_FILE, f"{APP_DIR}/wheel/{CONSTRAINTS_FILE}", ctx.toolkit_constraints_sha256),
     ]
-    # systemd expands % specifiers: double them so values arrive as written.
-    env = "".join(
-        f"Environment={shlex.quote(f'{k}={v}'.replace('%', '%%'))}\n"
-        for k, v in spec.deployment.container.runtime_env().items()
-    )
-    serving = f"{SERVING_ENV}={serving_env_value(spec.serving)}".replace("%", "%%")
-    env = f"Environment={shlex.quote(serving)}\n" + env
+    env = {SERVING_ENV: serving_env_value(spec.serving), **spec.deployment.container.runtime_env()}
+    # Base64 is the one form of spec data the script holds: no value can end a heredoc, add a unit directive or a
+    # command, whatever it contains.
+    env_file = base64.b64encode(environment_file(env).encode()).decode()
     serve = shlex.join(
         [
             f"{venv}/bin/neurondeploy",
@@ -144,6 +164,7 @@ PY
 {pip} install --no-cache-dir -c {APP_DIR}/wheel/{CONSTRAINTS_FILE} {APP_DIR}/wheel/{shlex.quote(ctx.toolkit_wheel)}
 tar -xzf {APP_DIR}/artifact.tar.gz -C {APP_DIR}/artifact
 rm -f {APP_DIR}/artifact.tar.gz
+(umask 077 && printf %s '{env_file}' | base64 --decode > {ENV_FILE})
 cat > /etc/systemd/system/neurondeploy.service <<'UNIT'
 [Unit]
 Description=neurondeploy model server ({spec.name})
@@ -151,7 +172,8 @@ After=network-online.target
 Wants=network-online.target
 
 [Service]
-{env}ExecStart={serve}
+EnvironmentFile={ENV_FILE}
+ExecStart={serve}
 Restart=on-failure
 RestartSec=5
 # Bucketed models open many files (torch_neuronx.bucket_model_trace docs: ulimit -n 65535).

@@ -14,12 +14,17 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from neurondeploy.specs.screening import screen_value
+
 # Deployment names become prefixes of AWS names; the tightest is an ALB / target group name (32 chars),
 # which gets a "-tg"/"-alb" style suffix, so the name itself stays short.
 NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$"
 NAME_MAX = 24
 REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
 ROLE_ARN_PATTERN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+$"
+# registry/repository:tag or @digest (https://docs.docker.com/reference/cli/docker/image/tag/): no spaces or
+# control characters, which SageMaker's Image ([\S]{1,255}) refuses late and a boot script must never see.
+IMAGE_URI_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$"
 S3_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
 RESERVED_TAG_PREFIXES = ("aws:", "neurondeploy:")
 # An ALB needs a /27 or larger subnet in each AZ; the VPC is cut into public + private blocks per AZ.
@@ -192,6 +197,7 @@ def validate_tags(tags: dict[str, str]) -> dict[str, str]:
     for key, value in tags.items():
         if not 1 <= len(key) <= 128 or len(value) > 256:
             raise ValueError(f"tag {key!r}: keys are 1-128 characters and values at most 256")
+        screen_value("tag", key, value, "keep credentials out of tags, which tag:GetResources shows to any reader")
         if not TAG_PATTERN.fullmatch(key) or not TAG_PATTERN.fullmatch(value):
             raise ValueError(f"tag {key!r}: keys and values may hold letters, digits, spaces and _ . : / = + - @ only")
         if key.lower().startswith(RESERVED_TAG_PREFIXES):

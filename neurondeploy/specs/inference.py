@@ -10,7 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from neurondeploy.specs.common import DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
+from neurondeploy.specs.common import IMAGE_URI_PATTERN, DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
+from neurondeploy.specs.screening import screen_value
 
 PACKAGE_PREFIX = "pkg://"
 MODEL_SOURCES = ("path", "factory", "hf_model_id", "s3_uri", "training_job")
@@ -342,9 +343,14 @@ class AutoscalingSpec(StrictModel):
 SECRET_ENV = "NEURONDEPLOY_SECRET_ENV"  # the container contract: {NAME: {"secret"|"ssm": ARN}}, resolved at start
 SECRET_ARN = r"^arn:aws[a-z\-]*:secretsmanager:[a-z0-9\-]+:\d{12}:secret:[A-Za-z0-9/_+=.@\-]+$"
 SSM_ARN = r"^arn:aws[a-z\-]*:ssm:[a-z0-9\-]+:\d{12}:parameter/[A-Za-z0-9/_.\-]+$"
-# Names whose literal values are credentials: they belong in Secrets Manager or SSM, never in a spec, a plan,
-# state or the requests (SageMaker's DescribeModel and EC2's user data show environment values to readers).
-TOKEN_NAME = re.compile(r"^(HF_TOKEN|HUGGING_FACE_HUB_TOKEN)$|(^|_)(TOKEN|KEY|SECRET|PASSWORD)$")
+
+
+def secret_reference_fix(key: str) -> str:
+    """How to give a credential to a container: a reference its entrypoint resolves through the role."""
+    return (
+        f"store it in Secrets Manager and write {key}: {{secret: arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME}}, "
+        "or {ssm: arn:aws:ssm:REGION:ACCOUNT:parameter/NAME}"
+    )
 
 
 class SecretReference(StrictModel):
@@ -387,7 +393,7 @@ class ContainerSpec(StrictModel):
         str | None,
         Field(
             description="Override the image (ECR URI). Empty: resolved from the catalogue for region and SDK.",
-            max_length=255,
+            pattern=IMAGE_URI_PATTERN,
         ),
     ] = None
     env: Annotated[
@@ -396,7 +402,9 @@ class ContainerSpec(StrictModel):
             description="Extra environment variables for the container (keys [A-Za-z_][A-Za-z0-9_]*). A value may be "
             "{secret: SECRETS_MANAGER_ARN} or {ssm: SSM_PARAMETER_ARN}: read where the container runs, through its "
             "role (which gets read on exactly those ARNs), never written to requests, plans, state or user data. "
-            "Literal values of token-like names (HF_TOKEN, *_TOKEN, *_KEY, *_SECRET, *_PASSWORD) are refused."
+            "Literal credentials are refused: token-like names in any case (HF_TOKEN, *_token, *_KEY, *_SECRET, "
+            "*_PASSWORD, *_PASSWD) and token-shaped values under any name (hf_..., AKIA..., ghp_..., sk-..., "
+            "a password in a URL); so are control characters."
         ),
     ] = {}
 
@@ -432,12 +440,8 @@ class ContainerSpec(StrictModel):
                 raise ValueError(f"environment key {key!r} must match [A-Za-z_][A-Za-z0-9_]*")
             if key == SECRET_ENV:
                 raise ValueError(f"{SECRET_ENV} is set by neurondeploy from the {{secret: ...}} / {{ssm: ...}} values")
-            if isinstance(value, str) and value and TOKEN_NAME.search(key):
-                raise ValueError(
-                    f"{key} looks like a credential and is given as a literal value, which requests, plans and state "
-                    f"would carry (fix: store it in Secrets Manager and write {key}: {{secret: arn:aws:secretsmanager:"
-                    "REGION:ACCOUNT:secret:NAME}, or {ssm: arn:aws:ssm:REGION:ACCOUNT:parameter/NAME})"
-                )
+            if isinstance(value, str):
+                screen_value("environment", key, value, secret_reference_fix(key))
             if isinstance(value, str) and len(value.encode()) > 1024:
                 raise ValueError(f"environment value of {key} is over SageMaker's 1024-byte limit")
         return env

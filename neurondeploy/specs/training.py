@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from neurondeploy.specs.common import S3_URI_PATTERN, FieldIssue, SpecBase, StrictModel
+from neurondeploy.specs.common import IMAGE_URI_PATTERN, S3_URI_PATTERN, FieldIssue, SpecBase, StrictModel
 from neurondeploy.specs.inference import INSTANCE_TYPE_PATTERN, ModelArchitecture, strip_ml_prefix
+from neurondeploy.specs.screening import screen_value
+
+# Where a checkpoint directory may live in the training container: SageMaker's own tree and scratch space.
+CHECKPOINT_ROOTS = ("/opt/ml/", "/tmp/")
+# CreateTrainingJob's Environment and HyperParameters are shown by DescribeTrainingJob and kept with the job for
+# good; the job environment takes no {secret: ARN} reference (yet), so a script reads its credential itself.
+JOB_CREDENTIAL_FIX = (
+    "store it in Secrets Manager and have the script read it at start with boto3's "
+    "secretsmanager get_secret_value through the job's role (iam.role_arn), passing only the secret's ARN"
+)
 
 HyperparameterValue = str | int | float | bool
 
@@ -65,11 +76,28 @@ class CheckpointSpec(StrictModel):
         str | None,
         Field(description="S3 prefix SageMaker syncs local_path to (needed for spot).", pattern=S3_URI_PATTERN),
     ] = None
-    local_path: Annotated[str, Field(description="Directory inside the container the script writes to.")] = (
-        "/opt/ml/checkpoints"
-    )
+    local_path: Annotated[
+        str,
+        Field(
+            description="Directory inside the container the script writes to and SageMaker syncs to s3_uri: an "
+            f"absolute path under {' or '.join(CHECKPOINT_ROOTS)} (SageMaker's default is /opt/ml/checkpoints)."
+        ),
+    ] = "/opt/ml/checkpoints"
     every_steps: Annotated[int, Field(description="Save every N optimizer steps.", ge=1, le=10_000_000)] = 100
     resume: Annotated[bool, Field(description="Start from the newest checkpoint found, if any.")] = True
+
+    @field_validator("local_path")
+    @classmethod
+    def _inside_the_job(cls, value: str) -> str:
+        """SageMaker uploads everything under LocalPath to s3_uri: ``/etc`` there would ship the container's system
+        files, and the training replay maps it under its sandbox, which ``..`` would leave."""
+        path = PurePosixPath(value)
+        if not path.is_absolute() or ".." in path.parts or not any(value.startswith(r) for r in CHECKPOINT_ROOTS):
+            raise ValueError(
+                f"{value!r} is not a directory of the job's own: give an absolute path under "
+                f"{' or '.join(CHECKPOINT_ROOTS)} without '..', e.g. /opt/ml/checkpoints"
+            )
+        return value
 
 
 class SpotSpec(StrictModel):
@@ -111,8 +139,20 @@ class TrainingSpec(SpecBase):
     kind: Annotated[Literal["training"], Field(description="Spec kind.")]
     entry_point: Annotated[str, Field(description="Training script, relative to source_dir.", min_length=1)]
     source_dir: Annotated[
-        str, Field(description="Directory packed and uploaded with the script (relative to the spec file).")
+        str,
+        Field(
+            description="Directory packed and uploaded with the script (relative to the spec file); it must lie "
+            "inside the spec's project (the git work tree holding the spec file, else its directory) unless "
+            "source_dir_outside_project is true."
+        ),
     ] = "."
+    source_dir_outside_project: Annotated[
+        bool,
+        Field(
+            description="Allow a source_dir outside the spec's project (a shared code checkout). Everything "
+            "in it is uploaded to S3; the filesystem root and system directories are refused even so."
+        ),
+    ] = False
     instance_type: Annotated[
         str,
         Field(
@@ -176,7 +216,7 @@ class TrainingSpec(SpecBase):
         str | None,
         Field(
             description="Override the training image. Empty: pytorch-training-neuronx for region and SDK.",
-            max_length=255,
+            pattern=IMAGE_URI_PATTERN,
         ),
     ] = None
     environment: Annotated[dict[str, str], Field(description="Extra environment variables for the job.")] = {}
@@ -203,6 +243,14 @@ class TrainingSpec(SpecBase):
     def _strip_ml(cls, value: str) -> str:
         return strip_ml_prefix(value)
 
+    @field_validator("entry_point")
+    @classmethod
+    def _entry_inside_source(cls, value: str) -> str:
+        path = PurePosixPath(value)
+        if path.is_absolute() or ".." in path.parts:
+            raise ValueError(f"{value!r} leaves source_dir: give the script's path inside source_dir, e.g. train.py")
+        return value
+
     @field_validator("hyperparameters")
     @classmethod
     def _hyperparameters(cls, values: dict[str, HyperparameterValue]) -> dict[str, HyperparameterValue]:
@@ -210,11 +258,13 @@ class TrainingSpec(SpecBase):
             raise ValueError(
                 f"{len(values)} hyperparameters; at most 90 fit beside the ones neurondeploy adds (SageMaker allows 100)"
             )
-        for key in values:
+        for key, value in values.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]{0,255}", key):
                 raise ValueError(
                     f"hyperparameter name {key!r} must be letters, digits, _ or -, starting with a letter or _"
                 )
+            if isinstance(value, str):
+                screen_value("hyperparameter", key, value, JOB_CREDENTIAL_FIX)
         return values
 
     @field_validator("inputs")
@@ -233,6 +283,7 @@ class TrainingSpec(SpecBase):
                 raise ValueError(
                     f"environment {key!r}: keys match [A-Za-z_][A-Za-z0-9_]* and values are at most 512 characters"
                 )
+            screen_value("environment", key, value, JOB_CREDENTIAL_FIX)
         return values
 
     @model_validator(mode="after")

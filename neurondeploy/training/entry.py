@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from neurondeploy.errors import SpecError
+from neurondeploy.planner.checks import source_dir_problem
 from neurondeploy.specs.training import TrainingSpec
 
 
@@ -38,6 +39,9 @@ def with_overrides(loaded, overrides: dict[str, Any]):
 def source_directory(loaded) -> Path:
     """The spec's source_dir (relative to the spec file), refused unless it holds the entry point."""
     spec = loaded.spec
+    problem = source_dir_problem(loaded)
+    if problem:
+        raise SpecError(f"{loaded.source.file}: {problem[0]}", problem[1])
     directory = (loaded.base_dir / spec.source_dir).resolve()
     if not (directory / spec.entry_point).is_file():
         raise SpecError(

@@ -30,6 +30,7 @@ SCRIPT_DIR = REPO / "templates" / "training"
 def spec_file(tmp_path: Path, name: str = "layout", **distribution) -> Path:
     data = yaml.safe_load(TEMPLATE.read_text())
     data["source_dir"] = str(SCRIPT_DIR)
+    data["source_dir_outside_project"] = True  # the spec is written in tmp_path, the script is the repository's
     data["inputs"]["train"]["local_path"] = str(SCRIPT_DIR / "data")
     data["distribution"] = {"precision": "fp32", **distribution}
     data["hyperparameters"].update(max_steps=20, log_every=5)

@@ -32,9 +32,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# A container env value holding every character systemd or a shell treats specially (but no control character,
+# which validate refuses): the unit's server must see it byte for byte.
+AWKWARD_VALUE = "a \"b\" $HOME ${X} %n %% \\x `id` 'q' ;# UNIT"
+
+
 def with_port(loaded, port: int):
-    """The template as applied, serving on a free port (the machine is shared; 8080 may be taken)."""
+    """The template as applied, serving on a free port (the machine is shared; 8080 may be taken), with a container
+    env value that a shell, a heredoc or systemd would change if it reached them unescaped."""
     text = loaded.source.file and open(loaded.source.file).read()
+    awkward = AWKWARD_VALUE.replace("'", "''")
+    text = text.replace(
+        "  instance_type: inf2.xlarge\n",
+        f"  instance_type: inf2.xlarge\n  container:\n    env:\n      NOTE: '{awkward}'\n",
+    )
     path = loaded.source.file.replace(".yaml", "-port.yaml")
     text += f"serving:\n  port: {port}\n"
     open(path, "w").write(text)
@@ -90,6 +101,7 @@ def test_the_boot_script_installs_the_uploaded_wheel_and_its_unit_serves(world, 
         # the unit's server is told, explicitly, that it is a CPU stand-in of the Neuron runtime
         environ = (Path("/proc") / str(boot.server.pid) / "environ").read_bytes().split(b"\0")
         assert f"{CPU_STANDIN_ENV}={CPU_STANDIN_REASON}".encode() in environ
+        assert f"NOTE={AWKWARD_VALUE}".encode() in environ  # through the EnvironmentFile, exactly as written
         answer = post(boot.url, {"inputs": [1, 2, 3]})
         assert len(answer) == 16 and all(isinstance(value, float) for value in answer)
         unit_log = (tmp_path / "instance" / "var" / "log" / "neurondeploy.service.log").read_text()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -64,7 +65,10 @@ def test_no_secret_value_in_what_plan_apply_and_status_write(aws, world, secrets
     ec2 = aws.client("ec2")
     template = ec2.describe_launch_templates()["LaunchTemplates"][0]["LaunchTemplateId"]
     version = ec2.describe_launch_template_versions(LaunchTemplateId=template)["LaunchTemplateVersions"][0]
-    user_data = base64.b64decode(version["LaunchTemplateData"]["UserData"]).decode()
+    script = base64.b64decode(version["LaunchTemplateData"]["UserData"]).decode()
+    # the unit's environment travels as a base64 EnvironmentFile payload: read both, as an instance has them
+    (payload,) = re.findall(r"printf %s '([A-Za-z0-9+/=]+)' \| base64 --decode", script)
+    user_data = script + base64.b64decode(payload).decode()
     written = {
         "plan file": (tmp_path / "plan.json").read_text(),
         "plan output": planned.stdout + planned.stderr,
@@ -77,7 +81,7 @@ def test_no_secret_value_in_what_plan_apply_and_status_write(aws, world, secrets
         assert TOKEN not in text and PASSWORD not in text, f"a secret value is in the {what}"
     # the references travel instead, and the unit hands them to `neurondeploy serve`
     assert secrets["HF_TOKEN"]["secret"] in user_data and SECRET_ENV in user_data
-    assert "LOG_FORMAT=json" in user_data
+    assert 'LOG_FORMAT="json"' in user_data
 
     iam = aws.client("iam")
     role = next(r["RoleName"] for r in iam.list_roles()["Roles"] if r["RoleName"].endswith("ec2-role"))

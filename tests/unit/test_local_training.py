@@ -70,9 +70,9 @@ def test_bad_local_runs_are_refused_in_one_line_before_anything_starts(tmp_path)
 
     s3_only = tmp_path / "s3only.yaml"
     s3_only.write_text(
-        spec.replace("source_dir: training", f"source_dir: {REPO / 'templates' / 'training'}").replace(
-            "    local_path: training/data\n", ""
-        )
+        spec.replace(
+            "source_dir: training", f"source_dir: {REPO / 'templates' / 'training'}\nsource_dir_outside_project: true"
+        ).replace("    local_path: training/data\n", "")
     )
     result = _train(str(s3_only), "--local")
     assert result.returncode == 9 and "inputs.train.local_path" in result.stderr
@@ -119,7 +119,9 @@ def test_the_flagship_layout_validates_clean_and_pipeline_parallel_with_the_refe
         "pipeline_parallel: 1", "pipeline_parallel: 2"
     )
     (tmp_path / "piped.yaml").write_text(
-        piped.replace("source_dir: training", f"source_dir: {REPO / 'templates' / 'training'}")
+        piped.replace(
+            "source_dir: training", f"source_dir: {REPO / 'templates' / 'training'}\nsource_dir_outside_project: true"
+        )
     )
     findings = run_checks(load_spec(tmp_path / "piped.yaml"))
     errors = [f for f in findings if f.level == "error"]

@@ -3,7 +3,8 @@
 Run as a script (stdlib only) with ``NEURONDEPLOY_REPLAY_ROOT`` set. ``daemon-reload`` reads nothing (units are read
 when started); ``enable`` links the unit into its target's ``.wants`` directory as systemd does; ``start`` (and
 ``enable --now``) starts ``ExecStart`` in its own session with systemd's default PATH plus the unit's
-``Environment=`` lines (quotes and ``%%`` as systemd reads them), its output in ``<root>/var/log/<unit>.log`` and its
+``Environment=`` lines (quotes and ``%%`` as systemd reads them) and ``EnvironmentFile=`` files (as systemd parses
+them), its output in ``<root>/var/log/<unit>.log`` and its
 pid in ``<root>/run/<unit>.pid``; ``is-active`` and ``stop`` use that pid. Resource limits and sandboxing directives
 (LimitNOFILE, NoNewPrivileges, PrivateTmp) are not applied: they are reported as ignored.
 """
@@ -43,6 +44,64 @@ def read_unit(path: Path) -> dict[str, list[str]]:
     return values
 
 
+def read_environment_file(text: str) -> dict[str, str]:
+    """Assignments of an ``EnvironmentFile=`` as systemd reads them (systemd.exec(5), EnvironmentFile=): lines
+    starting with ``#`` or ``;`` are comments, a line without ``=`` is skipped; whitespace around keys and around
+    unquoted values is dropped; unquoted, a backslash keeps the next character (a newline: continues the line);
+    single quotes keep everything up to the next one; in double quotes a backslash before one of ``" \\ ` $``
+    keeps that character, before a newline drops both, before anything else stays; quoted parts may span lines
+    and join what follows them."""
+    env: dict[str, str] = {}
+    state, key, value, blanks = "pre-key", "", "", ""
+    for char in text:
+        if state == "pre-key":
+            if char in "#;":
+                state = "comment"
+            elif not char.isspace():
+                state, key = "key", char
+        elif state == "comment":
+            if char == "\n":
+                state = "pre-key"
+        elif state == "key":
+            if char == "\n":
+                state = "pre-key"
+            elif char == "=":
+                state, key, value, blanks = "pre-value", key.strip(), "", ""
+            else:
+                key += char
+        elif state in ("pre-value", "value"):
+            if char == "\n":
+                env[key], state = value, "pre-key"
+            elif char in "'\"" and state == "pre-value":
+                state = "single" if char == "'" else "double"
+            elif char == "\\":
+                state, value, blanks = ("value-escape", value + blanks, "")
+            elif char in " \t\r":
+                blanks += char if state == "value" else ""
+            else:
+                state, value, blanks = "value", value + blanks + char, ""
+        elif state == "value-escape":
+            state, value = "value", value + ("" if char == "\n" else char)
+        elif state == "single":
+            state, value = ("pre-value", value) if char == "'" else ("single", value + char)
+        elif state == "double":
+            if char == '"':
+                state = "pre-value"
+            elif char == "\\":
+                state = "double-escape"
+            else:
+                value += char
+        elif state == "double-escape":
+            state = "double"
+            if char in '"\\`$':
+                value += char
+            elif char != "\n":
+                value += "\\" + char
+    if state not in ("pre-key", "comment", "key"):
+        env[key] = value  # the last assignment, with no newline after it or left open
+    return env
+
+
 def service_environment(unit: dict[str, list[str]]) -> dict[str, str]:
     env = {"PATH": SYSTEMD_PATH}
     env.update({key: os.environ[key] for key in PASSED if key in os.environ})
@@ -50,6 +109,13 @@ def service_environment(unit: dict[str, list[str]]) -> dict[str, str]:
         for item in shlex.split(line):
             key, _, value = item.partition("=")
             env[key] = _unescape(value)
+    for name in unit.get("EnvironmentFile", []):
+        optional = name.startswith("-")
+        path = Path(name.removeprefix("-"))
+        if path.is_file():
+            env.update(read_environment_file(path.read_text()))
+        elif not optional:
+            raise SystemExit(f"replay systemctl: EnvironmentFile {path} is missing (systemd fails the unit)")
     return env
 
 
