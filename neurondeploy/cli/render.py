@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 from neurondeploy.cli.output import dollars
 
 
@@ -17,6 +19,8 @@ def render_plan(plan, console) -> None:
         after = f"  [dim]after {', '.join(resource.depends_on)}[/]" if resource.depends_on else ""
         mark = "[cyan]<=[/]" if resource.lookup else "[green]+[/]"
         console.print(f"{mark} [bold]{resource.name}[/] ({resource.type}){after}")
+        if resource.description:  # what it is and how it is set up (encryption, exposure), in one line
+            console.print(f"    [dim]{escape(resource.description)}[/]")
         for request in resource.requests:
             mark = "[green]checked[/]" if request.validated else "[red]REFUSED[/]"
             console.print(f"    {request.service}:{request.operation}  {mark}")

@@ -584,6 +584,16 @@ def check_parallel_compile(loaded: LoadedSpec) -> Iterable[Finding]:
         )
 
 
+def check_inter_container_encryption(loaded: LoadedSpec) -> Iterable[Finding]:
+    spec = loaded.spec
+    if spec.instance_count > 1 and not spec.inter_container_encryption:
+        yield warning(
+            "inter_container_encryption",
+            f"the {spec.instance_count} instances exchange weights and gradients unencrypted",
+            "remove inter_container_encryption: false unless its cost in training time was measured and accepted",
+        )
+
+
 Check = Callable[[LoadedSpec], Iterable[Finding]]
 # The checks of each spec kind, in the order their findings are reported.
 CHECKS: dict[str, list[Check]] = {
@@ -607,6 +617,7 @@ CHECKS: dict[str, list[Check]] = {
         check_entry_script,
         check_training_fit,
         check_parallel_compile,
+        check_inter_container_encryption,
     ],
 }
 

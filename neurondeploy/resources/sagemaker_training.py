@@ -195,7 +195,15 @@ def create_training_job_request(spec: TrainingSpec, ctx: PlanContext) -> dict:
         stopping["MaxWaitTimeInSeconds"] = spec.spot.max_wait_s
     if vpc_config(spec):
         params["VpcConfig"] = vpc_config(spec)
+    if encrypts_between_hosts(spec):
+        params["EnableInterContainerTrafficEncryption"] = True
     return params
+
+
+def encrypts_between_hosts(spec: TrainingSpec) -> bool:
+    """Secure by default: a job of several instances encrypts what they exchange (weights, gradients); one instance
+    has no traffic between containers to encrypt (https://docs.aws.amazon.com/sagemaker/latest/dg/train-encrypt.html)."""
+    return spec.instance_count > 1 and spec.inter_container_encryption
 
 
 # StopTrainingJob on a finished job: "The request was rejected because the training job is in status Completed."
@@ -240,6 +248,7 @@ def training_job_resources(spec: TrainingSpec, ctx: PlanContext) -> list[Resourc
             ],
             description=f"Training job {name}: {spec.instance_count} × ml.{spec.instance_type}"
             + (", managed spot" if spec.spot.enabled else "")
+            + (", traffic between hosts encrypted" if encrypts_between_hosts(spec) else "")
             + "; destroy stops it (SageMaker keeps job records, they cannot be deleted)",
         )
     )

@@ -220,6 +220,16 @@ class TrainingSpec(SpecBase):
         ),
     ] = None
     environment: Annotated[dict[str, str], Field(description="Extra environment variables for the job.")] = {}
+    inter_container_encryption: Annotated[
+        bool,
+        Field(
+            description="Encrypt the traffic between a multi-node job's instances (CreateTrainingJob's "
+            "EnableInterContainerTrafficEncryption, sent when instance_count > 1). SageMaker notes it can lengthen "
+            "training where hosts exchange much, and that given security groups must admit UDP 500 and ESP (IP "
+            "protocol 50) from themselves (https://docs.aws.amazon.com/sagemaker/latest/dg/train-encrypt.html); the "
+            "group neurondeploy creates admits all traffic between the hosts. false: plan warns."
+        ),
+    ] = True
     local_processes: Annotated[
         int,
         Field(

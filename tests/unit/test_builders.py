@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from neurondeploy.errors import PlanError
+from neurondeploy.planner.checks import run_checks
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.graph import check_resources, creation_order
@@ -17,8 +21,9 @@ from neurondeploy.resources.naming import DEPLOYMENT_TAG, MANAGED_BY_TAG
 from neurondeploy.resources.refs import find_refs, is_ref, ref
 from neurondeploy.resources.tags import EXECUTOR_REFS
 from neurondeploy.resources.validation import validate_request
-from neurondeploy.specs import InferenceSpec, TrainingSpec
+from neurondeploy.specs import InferenceSpec, TrainingSpec, load_spec
 
+REPO = Path(__file__).parents[2]
 NAME24 = "abcdefghij-klmnopqrst-uv"
 TOOLKIT = {"toolkit_sha256": "ab" * 32, "toolkit_constraints_sha256": "cd" * 32}  # a wheel's, as plan_context gives
 CTX = PlanContext(
@@ -632,6 +637,25 @@ def test_single_node_and_precision_environment():
     assert "FI_PROVIDER" not in env and env["RUN_NEURON_PARALLEL_COMPILE"] == "1"
     assert env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "1"
     assert "EnableManagedSpotTraining" not in training_job(spec)
+
+
+def test_a_multi_node_job_encrypts_between_hosts_unless_the_spec_opts_out():
+    assert training_job()["EnableInterContainerTrafficEncryption"] is True  # 2 hosts, the default
+    single = training_spec(instance_count=1, distribution={"tensor_parallel": 8}, compile_cache_uri=None)
+    assert "EnableInterContainerTrafficEncryption" not in training_job(single)  # nothing between containers
+    assert "EnableInterContainerTrafficEncryption" not in training_job(training_spec(inter_container_encryption=False))
+
+
+def test_plan_shows_the_encryption_and_warns_when_it_is_off(tmp_path):
+    template = REPO / "templates" / "llama-pretrain-trn1-multinode.yaml"
+    shown = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "plan", str(template)], capture_output=True, text=True, check=True
+    )
+    assert "traffic between hosts encrypted" in shown.stdout
+    off = tmp_path / "off.yaml"
+    off.write_text(template.read_text() + "inter_container_encryption: false\n")
+    findings = [f for f in run_checks(load_spec(off)) if f.field == "inter_container_encryption"]
+    assert [f.level for f in findings] == ["warning"] and "unencrypted" in findings[0].message
 
 
 def test_training_refuses_clashing_hyperparameters_and_long_run_ids():
