@@ -419,6 +419,11 @@ SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))  # pseudo-files: endl
 NEVER_SOURCE = (Path("/etc"), Path("/usr"), Path("/boot"), Path("/var"), Path("/bin"), Path("/sbin"), Path("/lib"))
 
 
+def is_within(path: Path, roots: Iterable[Path]) -> bool:
+    """``path`` is one of ``roots`` or lies under one (both resolved by the caller)."""
+    return any(path == root or root in path.parents for root in roots)
+
+
 def project_directory(spec_dir: Path) -> Path:
     """The project a spec belongs to: the root of the git work tree holding it (``.git``, a directory or a
     worktree's file), else the spec file's own directory."""
@@ -433,9 +438,9 @@ def source_dir_problem(loaded: LoadedSpec) -> tuple[str, str] | None:
     spec = loaded.spec
     project = project_directory(loaded.base_dir)
     source = (loaded.base_dir / spec.source_dir).resolve()
-    if source == Path(source.anchor) or any(source == r or r in source.parents for r in (*SYSTEM_ROOTS, *NEVER_SOURCE)):
+    if source == Path(source.anchor) or is_within(source, (*SYSTEM_ROOTS, *NEVER_SOURCE)):
         return f"source_dir {spec.source_dir} is {source}, a system directory", "point it at your training code"
-    if source != project and project not in source.parents and not spec.source_dir_outside_project:
+    if not is_within(source, (project,)) and not spec.source_dir_outside_project:
         return (
             f"source_dir {spec.source_dir} is {source}, outside the spec's project {project}; train would upload it",
             "move the spec next to its code, or set source_dir_outside_project: true if that tree is meant to ship",
@@ -479,7 +484,7 @@ def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
             return
         path = resolve_model_path(loaded)
         real = path.resolve()
-        if any(real == root or root in real.parents for root in SYSTEM_ROOTS):
+        if is_within(real, SYSTEM_ROOTS):
             yield error("model.path", f"{path} is a system pseudo-file ({real})", "give a model directory or file")
             return
         if not path.exists():

@@ -442,8 +442,8 @@ class ContainerSpec(StrictModel):
                 raise ValueError(f"{SECRET_ENV} is set by neurondeploy from the {{secret: ...}} / {{ssm: ...}} values")
             if isinstance(value, str):
                 screen_value("environment", key, value, secret_reference_fix(key))
-            if isinstance(value, str) and len(value.encode()) > 1024:
-                raise ValueError(f"environment value of {key} is over SageMaker's 1024-byte limit")
+                if len(value.encode()) > 1024:
+                    raise ValueError(f"environment value of {key} is over SageMaker's 1024-byte limit")
         return env
 
     @property

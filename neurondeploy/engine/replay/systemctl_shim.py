@@ -4,8 +4,7 @@ Run as a script (stdlib only) with ``NEURONDEPLOY_REPLAY_ROOT`` set. ``daemon-re
 when started); ``enable`` links the unit into its target's ``.wants`` directory as systemd does; ``start`` (and
 ``enable --now``) starts ``ExecStart`` in its own session with systemd's default PATH plus the unit's
 ``Environment=`` lines (quotes and ``%%`` as systemd reads them) and ``EnvironmentFile=`` files (as systemd parses
-them), its output in ``<root>/var/log/<unit>.log`` and its
-pid in ``<root>/run/<unit>.pid``; ``is-active`` and ``stop`` use that pid. Resource limits and sandboxing directives
+them), its output in ``<root>/var/log/<unit>.log`` and its pid in ``<root>/run/<unit>.pid``; ``is-active`` and ``stop`` use that pid. Resource limits and sandboxing directives
 (LimitNOFILE, NoNewPrivileges, PrivateTmp) are not applied: they are reported as ignored.
 """
 
