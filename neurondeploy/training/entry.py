@@ -32,7 +32,8 @@ def with_overrides(loaded, overrides: dict[str, Any]):
     try:
         TrainingSpec._hyperparameters(merged)
     except ValueError as exc:
-        raise SpecError(f"--hp: {exc}", "e.g. --hp max_steps=20") from None
+        message = str(exc)  # the screening's refusals name their own fix; the rest get the syntax
+        raise SpecError(f"--hp: {message}", None if "(fix: " in message else "e.g. --hp max_steps=20") from None
     return dataclasses.replace(loaded, spec=loaded.spec.model_copy(update={"hyperparameters": merged}))
 
 

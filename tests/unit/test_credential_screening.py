@@ -4,6 +4,8 @@ line that names the fix. Ordinary names and values (tokenizer and dataset-column
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,17 @@ def test_a_control_character_is_refused_everywhere(section):
 def test_every_template_passes():
     for template in sorted((REPO / "templates").glob("*.yaml")):
         parse_spec(template.read_text(), file=str(template))
+
+
+def test_a_credential_given_with_hp_is_refused_in_one_line_naming_one_fix(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "train", str(REPO / "templates" / "tiny-lm-train-local.yaml")]
+        + ["--local", "--work-dir", str(tmp_path / "w"), "--hp", f"note={GITHUB}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "note looks like a credential" in lines[0] and lines[0].count("fix:") == 1, lines
+    assert not (tmp_path / "w").exists()  # refused before anything started
