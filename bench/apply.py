@@ -27,6 +27,10 @@ ADDED_LATENCY_S = 0.06
 def start_moto() -> tuple[object, str]:
     from moto.server import ThreadedMotoServer
 
+    sys.path.insert(0, str(REPO / "tests" / "fixtures"))
+    import moto_tls
+
+    moto_tls.patch()  # the shared bucket's TLS-only policy, judged as S3 judges an HTTPS request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

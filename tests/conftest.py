@@ -49,11 +49,25 @@ AWS_UNSET_ENV = (
 )
 
 
+def _fixture_module(name: str):
+    """A module of tests/fixtures (not a package: its modules are also put on a subprocess's PYTHONPATH)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent / "fixtures" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="session")
 def moto_server():
     """Endpoint URL of a moto server running in a thread of this test process for the whole session."""
     from moto.server import ThreadedMotoServer
 
+    moto_tls = _fixture_module("moto_tls")
+    moto_tls.patch()  # the shared bucket's TLS-only policy, judged as S3 judges an HTTPS request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)  # port 0: the OS picks a free one
     server.start()
     host, port = server.get_host_and_port()

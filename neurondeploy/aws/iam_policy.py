@@ -50,6 +50,7 @@ S3_ACTIONS = {
     "HeadObject": "GetObject",
     "ListObjectsV2": "ListBucket",
     "PutPublicAccessBlock": "PutBucketPublicAccessBlock",
+    "PutBucketLifecycleConfiguration": "PutLifecycleConfiguration",
     "DeleteObjects": "DeleteObject",
 }
 # Calls made where the workload runs, with its own role (which the plan grants exactly these), never by whoever

@@ -19,12 +19,11 @@ def render_plan(plan, console) -> None:
         after = f"  [dim]after {', '.join(resource.depends_on)}[/]" if resource.depends_on else ""
         mark = "[cyan]<=[/]" if resource.lookup else "[green]+[/]"
         console.print(f"{mark} [bold]{resource.name}[/] ({resource.type}){after}")
-        if resource.description:  # what it is and how it is set up (encryption, exposure), in one line
-            console.print(f"    [dim]{escape(resource.description)}[/]")
-        for request in resource.requests:
-            mark = "[green]checked[/]" if request.validated else "[red]REFUSED[/]"
-            console.print(f"    {request.service}:{request.operation}  {mark}")
-    for request in (r for resource in plan.resources for r in resource.requests if not r.validated):
+        _render_requests(resource, console)
+    for resource in plan.shared:  # made by apply when missing, kept by destroy: shared with other deployments
+        console.print(f"[green]+[/] [bold]{resource.name}[/] ({resource.type})  [dim]shared, if missing[/]")
+        _render_requests(resource, console)
+    for request in (r for resource in plan.resources + plan.shared for r in resource.requests if not r.validated):
         for problem in request.problems:
             console.print(f"[red]refused offline[/]: {request.service}:{request.operation}: {problem}")
     if plan.changes is not None:
@@ -52,6 +51,14 @@ def render_plan(plan, console) -> None:
         f"{plan.validated_count} checked strictly against the botocore models offline; --json shows every parameter"
     )
     console.print("[dim]+ create   <= read only[/]")
+
+
+def _render_requests(resource, console) -> None:
+    if resource.description:  # what it is and how it is set up (encryption, exposure), in one line
+        console.print(f"    [dim]{escape(resource.description)}[/]")
+    for request in resource.requests:
+        mark = "[green]checked[/]" if request.validated else "[red]REFUSED[/]"
+        console.print(f"    {request.service}:{request.operation}  {mark}")
 
 
 def render_size(result: dict, console) -> None:

@@ -7,6 +7,7 @@ file's sha256, so a plan made from an older spec is refused instead of applied.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from neurondeploy.planner.checks import Finding, errors_of, run_checks
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.cost import Cost, plan_cost
 from neurondeploy.resources.deployment import deployment_resources
+from neurondeploy.resources.model import Resource
+from neurondeploy.resources.s3 import shared_bucket_resource
 from neurondeploy.resources.validation import validate_request
 from neurondeploy.specs import LoadedSpec, load_spec
 
@@ -55,6 +58,9 @@ class Plan(BaseModel):
     findings: list[dict[str, Any]]
     cost: Cost
     resources: list[PlannedResource]
+    # What the deployment uses but does not own (the account's shared bucket): made by apply when missing, never
+    # destroyed, not counted in request_count.
+    shared: list[PlannedResource] = Field(default_factory=list)
     request_count: int
     validated_count: int
     # Against a state that records the deployment (`plan` with --state): "<symbol> <name> (<type>): <action> (...)"
@@ -87,26 +93,36 @@ def _planned(request) -> PlannedRequest:
     )
 
 
+def _planned_resource(resource: Resource) -> PlannedResource:
+    return PlannedResource(
+        name=resource.name,
+        type=resource.type,
+        description=resource.description,
+        depends_on=list(resource.depends_on),
+        taggable=resource.taggable,
+        lookup=resource.is_lookup,
+        hourly_usd=resource.hourly_usd,
+        requests=[_planned(r) for r in resource.create],
+        delete_requests=[_planned(r) for r in resource.delete],
+    )
+
+
+def shared_resources(spec, ctx, resources: list[Resource]) -> list[Resource]:
+    """The shared bucket, when any request of the deployment names it (sources, artifacts, outputs)."""
+    bucket = shared_bucket_resource(spec.region, ctx)
+    name = bucket.create[0].params["Bucket"]
+    named = json.dumps([[r.params for r in resource.create] for resource in resources], default=str)
+    return [bucket] if name in named else []
+
+
 def build_plan(loaded: LoadedSpec) -> Plan:
     """Checks first (refusing a spec with errors), then resources and their requests, each checked offline."""
     findings = run_checks(loaded)
     if errors_of(findings):
         raise PlanRefused(errors_of(findings))
-    resources = deployment_resources(loaded.spec, plan_context(loaded))
-    planned = [
-        PlannedResource(
-            name=resource.name,
-            type=resource.type,
-            description=resource.description,
-            depends_on=list(resource.depends_on),
-            taggable=resource.taggable,
-            lookup=resource.is_lookup,
-            hourly_usd=resource.hourly_usd,
-            requests=[_planned(r) for r in resource.create],
-            delete_requests=[_planned(r) for r in resource.delete],
-        )
-        for resource in resources
-    ]
+    ctx = plan_context(loaded)
+    resources = deployment_resources(loaded.spec, ctx)
+    planned = [_planned_resource(resource) for resource in resources]
     requests = [r for resource in planned for r in resource.requests + resource.delete_requests]
     spec = loaded.spec
     return Plan(
@@ -118,6 +134,7 @@ def build_plan(loaded: LoadedSpec) -> Plan:
         findings=[{"level": f.level, "field": f.field, "line": f.line, "text": f.one_line()} for f in findings],
         cost=plan_cost(loaded, resources),
         resources=planned,
+        shared=[_planned_resource(resource) for resource in shared_resources(spec, ctx, resources)],
         request_count=len(requests),
         validated_count=sum(r.validated for r in requests),
     )

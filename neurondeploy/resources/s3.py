@@ -2,13 +2,44 @@
 
 from __future__ import annotations
 
+import json
+
 from neurondeploy.resources.model import PlanContext, Request, Resource, resource
-from neurondeploy.resources.naming import MANAGED_BY, MANAGED_BY_TAG, bucket_name
+from neurondeploy.resources.naming import MANAGED_BY, MANAGED_BY_TAG, bucket_name, partition
+
+# Old versions of an object (an artifact or checkpoint overwritten or deleted) are kept this long, so a mistaken
+# delete or overwrite can be undone, then expire: versioning alone would keep them, and bill them, forever.
+NONCURRENT_DAYS = 30
+# Multipart uploads an interrupted `train` or `apply` left behind (billed, invisible to ListObjects).
+ABANDONED_UPLOAD_DAYS = 7
+
+
+def tls_only_policy(name: str, region: str) -> str:
+    """Refuses every request to the bucket that does not come over TLS, whoever sends it (the rule AWS Security
+    Hub checks as S3.5: https://docs.aws.amazon.com/securityhub/latest/userguide/s3-controls.html#s3-5)."""
+    arn = f"arn:{partition(region)}:s3:::{name}"
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "DenyInsecureTransport",
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "s3:*",
+                    "Resource": [arn, f"{arn}/*"],
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                }
+            ],
+        },
+        separators=(",", ":"),
+    )
 
 
 def shared_bucket_resource(region: str, ctx: PlanContext) -> Resource:
     """The account's neurondeploy bucket (artifacts, sources, training outputs). Shared by deployments, so it
-    is not in any deployment's resources and has no delete: the executor creates it when missing."""
+    is not in any deployment's resources and has no delete: apply, train and compile --remote create it when
+    missing. Private, TLS-only, versioned with old versions expiring."""
     name = bucket_name(region, ctx)
     create = {"Bucket": name}
     if region != "us-east-1":  # us-east-1 refuses an explicit LocationConstraint
@@ -44,7 +75,31 @@ def shared_bucket_resource(region: str, ctx: PlanContext) -> Resource:
                     },
                 },
             ),
+            Request("s3", "PutBucketPolicy", {"Bucket": name, "Policy": tls_only_policy(name, region)}),
+            Request("s3", "PutBucketVersioning", {"Bucket": name, "VersioningConfiguration": {"Status": "Enabled"}}),
+            Request(
+                "s3",
+                "PutBucketLifecycleConfiguration",
+                {
+                    "Bucket": name,
+                    "LifecycleConfiguration": {
+                        "Rules": [
+                            {
+                                "ID": "expire-old-versions-and-abandoned-uploads",
+                                "Status": "Enabled",
+                                "Filter": {"Prefix": ""},
+                                "NoncurrentVersionExpiration": {"NoncurrentDays": NONCURRENT_DAYS},
+                                "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABANDONED_UPLOAD_DAYS},
+                            }
+                        ]
+                    },
+                },
+            ),
         ],
         (),
-        description="Shared bucket for artifacts, sources and outputs of every deployment; never destroyed",
+        description=(
+            f"Shared bucket {name} for artifacts, sources and outputs of every deployment; private (public access "
+            f"blocked), TLS only (bucket policy), versioned (old versions expire after {NONCURRENT_DAYS} days); "
+            "made by the first apply, train or compile --remote that needs it; never destroyed"
+        ),
     )

@@ -147,7 +147,16 @@ def test_apply_creates_everything_reapply_sends_nothing_destroy_leaves_nothing(w
         "AutoScalingGroups"
     ][0]
     assert (asg["MinSize"], asg["MaxSize"]) == (2, 6) and group["TargetGroupArn"] in asg["TargetGroupARNs"]
-    assert aws.client("s3").head_object(Bucket="neurondeploy-123456789012-us-east-1", Key=artifact_key(artifact))
+    s3 = aws.client("s3")
+    assert s3.head_object(Bucket="neurondeploy-123456789012-us-east-1", Key=artifact_key(artifact))
+    # the shared bucket as moto holds it: TLS only, versioned, old versions expiring, private
+    bucket = "neurondeploy-123456789012-us-east-1"
+    policy = json.loads(s3.get_bucket_policy(Bucket=bucket)["Policy"])
+    assert policy["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled"
+    rule = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"][0]
+    assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == 30
+    assert s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"]["BlockPublicPolicy"]
     from neurondeploy.serving.client import resolve_target
 
     assert (

@@ -18,6 +18,8 @@ from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.state import StateStore
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.resources.model import PlanContext
+from neurondeploy.resources.s3 import shared_bucket_resource
 
 from .test_apply import (  # noqa: F401  (fixtures)
     NAME,
@@ -94,7 +96,8 @@ def test_a_lost_answer_to_any_mutating_call_converges_without_duplicates(world, 
     expected = count_resources(transport(), zone)
     t = transport()
     destroy(NAME, Executor(t, reference), t, reference)
-    bucket_setup = ("CreateBucket", "PutPublicAccessBlock", "PutBucketTagging")  # once: the bucket outlives destroy
+    # once: the bucket outlives destroy
+    bucket_setup = {q.operation for q in shared_bucket_resource("us-east-1", PlanContext()).create}
     operations = [(c.service, c.operation) for c in fresh.mutating_calls() if c.operation not in bucket_setup]
     every_k = os.environ.get("NEURONDEPLOY_EVERY_K") == "1"
     rounds = [k for k, op in enumerate(operations, 1) if every_k or op not in operations[: k - 1]]

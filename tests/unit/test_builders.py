@@ -442,6 +442,27 @@ def test_shared_bucket_is_private_and_never_destroyed():
     assert bucket.create[1].params["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True
 
 
+def test_shared_bucket_refuses_plain_http_is_versioned_and_expires_old_versions():
+    import json
+
+    from neurondeploy.aws.policy_evaluation import Authorization, decision
+    from neurondeploy.resources.s3 import shared_bucket_resource
+
+    bucket = shared_bucket_resource("us-gov-west-1", PlanContext(account_id="111122223333"))
+    requests = {q.operation: q.params for q in bucket.create}
+    policy = json.loads(requests["PutBucketPolicy"]["Policy"])
+    name = "neurondeploy-111122223333-us-gov-west-1"
+    for resource in (f"arn:aws-us-gov:s3:::{name}", f"arn:aws-us-gov:s3:::{name}/models/x.tar.gz"):
+        for action in ("s3:GetObject", "s3:PutObject", "s3:ListBucket", "s3:DeleteBucketPolicy"):
+            plain = Authorization(action, resource, {"aws:SecureTransport": "false"})
+            tls = Authorization(action, resource, {"aws:SecureTransport": "true"})
+            assert (decision(policy, plain), decision(policy, tls)) == ("explicit deny", "implicit deny")
+    assert requests["PutBucketVersioning"]["VersioningConfiguration"] == {"Status": "Enabled"}
+    (rule,) = requests["PutBucketLifecycleConfiguration"]["LifecycleConfiguration"]["Rules"]
+    assert rule["Status"] == "Enabled" and rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
+    assert all(validate_request(q.service, q.operation, q.params) == [] for q in bucket.create)
+
+
 def test_names_fit_aws_limits_for_a_24_character_spec_name():
     limits = {
         "LoadBalancerName": 32,

@@ -13,6 +13,7 @@ from neurondeploy.aws.authorization import DeploymentAuthorizations
 from neurondeploy.aws.iam_policy import iam_action, policy, render, scanned_calls, unconditioned_actions
 from neurondeploy.aws.policy_evaluation import Authorization, decision
 from neurondeploy.planner.context import plan_context
+from neurondeploy.planner.plan import shared_resources
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.specs.loader import load_spec
 
@@ -45,7 +46,9 @@ def _spec_roles(loaded) -> tuple[str, ...]:
 
 def _authorizations(template: Path):
     loaded = load_spec(template)
-    resources = deployment_resources(loaded.spec, plan_context(loaded))
+    ctx = plan_context(loaded)
+    resources = deployment_resources(loaded.spec, ctx)
+    resources += shared_resources(loaded.spec, ctx, resources)
     return loaded, list(DeploymentAuthorizations(resources, ACCOUNT, loaded.spec.region).all())
 
 
@@ -77,6 +80,8 @@ def test_the_ec2_plan_passes_its_instance_role_to_ec2_only_and_tags_only_inside_
     assert passes and all(service == "ec2.amazonaws.com" and "/neurondeploy/" in role for role, service in passes)
     tag_on_create = {a.context.get("ec2:CreateAction") for _, _, a in authorizations if a.action == "ec2:CreateTags"}
     assert {"CreateVpc", "CreateSubnet", "CreateLaunchTemplate", "RunInstances"} <= tag_on_create
+    bucket_setup = {a.action for _, _, a in authorizations if a.resource.startswith("arn:aws:s3:::neurondeploy-")}
+    assert {"s3:CreateBucket", "s3:PutBucketPolicy", "s3:PutBucketVersioning"} <= bucket_setup
 
 
 ESCALATIONS = {

@@ -147,3 +147,13 @@ def test_a_sagemaker_type_without_an_ml_price_falls_back_to_ec2_and_says_it_is_a
     cost = plan_cost(parse_spec(text), [])  # the cost alone: the checks refuse training on trn2
     assert cost.items[0].hourly_usd == 35.76 and "EC2" in cost.items[0].what
     assert any("lower bound" in note for note in cost.notes)
+
+
+@pytest.mark.parametrize("template", ["minilm-ec2-alb.yaml", "minilm-sagemaker.yaml", "tiny-lm-train-local.yaml"])
+def test_plan_shows_the_shared_bucket_with_its_policy_and_versioning(template):
+    plan = build_plan(load_spec(TEMPLATES[0].parent / template))
+    (bucket,) = plan.shared
+    operations = [request.operation for request in bucket.requests]
+    assert {"CreateBucket", "PutPublicAccessBlock", "PutBucketPolicy", "PutBucketVersioning"} <= set(operations)
+    assert all(request.validated for request in bucket.requests) and bucket.delete_requests == []
+    assert "TLS only" in bucket.description and "never destroyed" in bucket.description
