@@ -128,14 +128,21 @@ class DeploymentAuthorizations:
         key = load("iam_authorization")["services"].get(prefix, {}).get("create_action_key")
         if given and key:
             for tagging in table.get(action, {}).get("dependent", []):
-                if table[tagging]["access"] == "Tagging":
+                if table.get(tagging, {}).get("access") == "Tagging":
                     yield Authorization(tagging, "*", {**context, key: request.operation})
         for param, service in ROLE_KEYS.items():
             if param in request.params:
                 role = self.role_arn(request.params[param])
                 yield Authorization("iam:PassRole", role, {"iam:PassedToService": service})
-        if action in IMPLIED:
+        if action.startswith("autoscaling:") and action in IMPLIED:
             yield from self._launches(request, given or self.ownership)
+        elif action == "ec2:CreateFlowLogs":
+            bucket = request.params["LogDestination"].split(":::", 1)[1].split("/", 1)[0]
+            yield Authorization("logs:CreateLogDelivery", "*", {})
+            for bucket_action in ("s3:GetBucketPolicy", "s3:PutBucketPolicy"):
+                yield Authorization(bucket_action, f"arn:aws:s3:::{bucket}", {})
+        elif action in IMPLIED:
+            yield from (Authorization(extra, "*", {}) for extra in IMPLIED[action])
 
     def _launches(self, request: Request, group_tags: dict[str, str]) -> Iterator[Authorization]:
         """An Auto Scaling group's launches: RunInstances with its tags, PassRole for the instance profile."""

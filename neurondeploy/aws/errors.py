@@ -54,6 +54,7 @@ ALREADY_DONE = frozenset(
         ("AuthorizeSecurityGroupIngress", "InvalidPermission.Duplicate"),
         ("AuthorizeSecurityGroupEgress", "InvalidPermission.Duplicate"),
         ("RevokeSecurityGroupEgress", "InvalidPermission.NotFound"),
+        ("RevokeSecurityGroupIngress", "InvalidPermission.NotFound"),
         ("AttachInternetGateway", "Resource.AlreadyAssociated"),
         ("CreateRoute", "RouteAlreadyExists"),
         ("AddRoleToInstanceProfile", "LimitExceeded"),  # a profile holds one role: ours, added the first time

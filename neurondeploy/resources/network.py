@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Expected, Kind, done, it, tagged
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, lookup, resource
-from neurondeploy.resources.naming import ec2_tags
+from neurondeploy.resources.naming import bucket_name, ec2_tags, partition
 from neurondeploy.resources.refs import ref
 from neurondeploy.specs import Spec
 
@@ -22,6 +22,7 @@ from neurondeploy.specs import Spec
 # processed, ignored here; public IPv4 address $0.005/h since 2024-02).
 NAT_GATEWAY_USD_PER_HOUR = 0.045
 PUBLIC_IPV4_USD_PER_HOUR = 0.005
+PRIVATE_HOLDS = "instances, no public IP, egress through the NAT gateway"
 
 
 @dataclass(frozen=True)
@@ -77,11 +78,16 @@ def network_resources(spec: Spec, ctx: PlanContext, instance_type: str) -> Netwo
         return _existing_network(spec)
     zones, resources = availability_zones(spec, ctx, instance_type)
     public_cidrs, private_cidrs = subnet_cidrs(net, len(zones))
-    private = net.instance_subnets == "private"
+    private = net.instance_subnets != "public"
     vpc_id = ref("vpc", "VpcId")
     resources += [_vpc(spec), _internet_gateway(spec)]
+    if net.empty_default_security_group:
+        resources.append(_emptied_default_security_group())
+    if net.flow_logs != "off":
+        resources.append(_flow_logs(spec, ctx))
+    holds = "load balancer and NAT gateway" if private else "load balancer and instances, each with a public IPv4"
     public = [
-        _subnet(spec, f"subnet-public-{i + 1}", cidr, zone, map_public_ip=not private)
+        _subnet(spec, f"subnet-public-{i + 1}", cidr, zone, map_public_ip=not private, holds=holds)
         for i, (cidr, zone) in enumerate(zip(public_cidrs, zones))
     ]
     resources += public
@@ -93,7 +99,7 @@ def network_resources(spec: Spec, ctx: PlanContext, instance_type: str) -> Netwo
     instance_ids = public_ids
     if private:
         subnets = [
-            _subnet(spec, f"subnet-private-{i + 1}", cidr, zone, map_public_ip=False)
+            _subnet(spec, f"subnet-private-{i + 1}", cidr, zone, map_public_ip=False, holds=PRIVATE_HOLDS)
             for i, (cidr, zone) in enumerate(zip(private_cidrs, zones))
         ]
         resources += subnets + _nat_gateway(spec, public[0].name)
@@ -132,6 +138,75 @@ def _vpc(spec: Spec) -> Resource:
     )
 
 
+def _emptied_default_security_group() -> Resource:
+    """The VPC's default security group, which AWS makes with it, left with no rule: anything put in it by mistake
+    reaches nothing and nothing reaches it (CIS AWS Foundations Benchmark 5.4, Security Hub EC2.2:
+    https://docs.aws.amazon.com/securityhub/latest/userguide/ec2-controls.html#ec2-2). It goes with the VPC, so
+    there is nothing to delete; its rules are AWS's defaults (https://docs.aws.amazon.com/vpc/latest/userguide/
+    default-security-group.html): all traffic from its own members in, all traffic out."""
+    group = ref("vpc-default-sg", "GroupId")
+    everything = {"IpProtocol": "-1"}
+    return resource(
+        "vpc-default-sg",
+        "ec2:default-security-group",
+        [
+            Request(
+                "ec2",
+                "DescribeSecurityGroups",
+                {
+                    "Filters": [
+                        {"Name": "vpc-id", "Values": [ref("vpc", "VpcId")]},
+                        {"Name": "group-name", "Values": ["default"]},
+                    ]
+                },
+                {"GroupId": "SecurityGroups[0].GroupId"},
+            ),
+            Request(
+                "ec2",
+                "RevokeSecurityGroupIngress",
+                {"GroupId": group, "IpPermissions": [{**everything, "UserIdGroupPairs": [{"GroupId": group}]}]},
+            ),
+            Request(
+                "ec2",
+                "RevokeSecurityGroupEgress",
+                {"GroupId": group, "IpPermissions": [{**everything, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]},
+            ),
+        ],
+        taggable=False,
+        description="The VPC's default security group emptied of its rules (nothing in, nothing out)",
+    )
+
+
+def _flow_logs(spec: Spec, ctx: PlanContext) -> Resource:
+    """The VPC's flow logs, delivered to the shared bucket. Delivery to S3 needs no role: AWS adds its log-delivery
+    statement to the bucket policy (https://docs.aws.amazon.com/vpc/latest/userguide/flow-logs-s3-permissions.html)."""
+    destination = f"arn:{partition(spec.region)}:s3:::{bucket_name(spec.region, ctx)}/{spec.name}/flow-logs/"
+    traffic = {"all": "ALL", "rejected": "REJECT"}[spec.network.flow_logs]
+    return resource(
+        "flow-logs",
+        "ec2:flow-log",
+        [
+            Request(
+                "ec2",
+                "CreateFlowLogs",
+                {
+                    "ResourceIds": [ref("vpc", "VpcId")],
+                    "ResourceType": "VPC",
+                    "TrafficType": traffic,
+                    "LogDestinationType": "s3",
+                    "LogDestination": destination,
+                    "TagSpecifications": ec2_tags(spec, "vpc-flow-log", f"{spec.name}-flow-logs"),
+                },
+                {"FlowLogId": "FlowLogIds[0]"},
+                expect={"length(Unsuccessful || `[]`)": 0},
+            )
+        ],
+        [Request("ec2", "DeleteFlowLogs", {"FlowLogIds": [ref("flow-logs", "FlowLogId")]})],
+        description=f"Flow logs of the VPC ({spec.network.flow_logs} traffic) to {destination}; $0.25/GB delivered "
+        "(list price, unconfirmed)",
+    )
+
+
 def _internet_gateway(spec: Spec) -> Resource:
     igw, vpc = ref("igw", "InternetGatewayId"), ref("vpc", "VpcId")
     return resource(
@@ -154,7 +229,7 @@ def _internet_gateway(spec: Spec) -> Resource:
     )
 
 
-def _subnet(spec: Spec, name: str, cidr: str, zone: str, *, map_public_ip: bool) -> Resource:
+def _subnet(spec: Spec, name: str, cidr: str, zone: str, *, map_public_ip: bool, holds: str) -> Resource:
     subnet = ref(name, "SubnetId")
     create = [
         Request(
@@ -174,7 +249,11 @@ def _subnet(spec: Spec, name: str, cidr: str, zone: str, *, map_public_ip: bool)
             Request("ec2", "ModifySubnetAttribute", {"SubnetId": subnet, "MapPublicIpOnLaunch": {"Value": True}})
         )
     return resource(
-        name, "ec2:subnet", create, [Request("ec2", "DeleteSubnet", {"SubnetId": subnet})], description=f"Subnet {cidr}"
+        name,
+        "ec2:subnet",
+        create,
+        [Request("ec2", "DeleteSubnet", {"SubnetId": subnet})],
+        description=f"{'Private' if name.startswith('subnet-private') else 'Public'} subnet {cidr}: {holds}",
     )
 
 
@@ -417,6 +496,12 @@ def _ingress(aws: Caller, group: dict, ids: Mapping, expected: Expected) -> list
     return problems
 
 
+def _default_group_rules(aws: Caller, group: dict, ids: Mapping, expected: Expected) -> list[str]:
+    rules = [("ingress", r) for r in _rule_set(group.get("IpPermissions"))]
+    rules += [("egress", r) for r in _rule_set(group.get("IpPermissionsEgress"))]
+    return [f"{way} rule added to the emptied default group: {_show(rule)}" for way, rule in sorted(rules, key=str)]
+
+
 def _routes(aws: Caller, table: dict, ids: Mapping, expected: Expected) -> list[str]:
     problems = []
     live = {
@@ -550,6 +635,21 @@ KINDS = (
         order=270,
     ),
     Kind(
+        "ec2:flow-log",
+        describe=Describe(Request("ec2", "DescribeFlowLogs", {"FlowLogIds": [it("FlowLogId")]}), "FlowLogs[0]"),
+        find=tagged(
+            "ec2:flow-log",
+            Request("ec2", "DescribeFlowLogs", {"Filter": TAGGED}),
+            "FlowLogs",
+            "FlowLogId",
+            25,
+            detail=lambda log: f"flow log of {log.get('ResourceId')} to {log.get('LogDestination')}",
+        ),
+        delete=lambda d, i: done(d.call("ec2", "DeleteFlowLogs", {"FlowLogIds": [i]})),
+        order=265,
+        arn=("ec2", "vpc-flow-log"),
+    ),
+    Kind(
         "ec2:subnet",
         describe=Describe(
             Request("ec2", "DescribeSubnets", {"SubnetIds": [it("SubnetId")]}),
@@ -673,6 +773,15 @@ KINDS = (
         # After release_security_groups (the sweep's): groups referring to each other delete in any order.
         delete=lambda d, i: done(d.call("ec2", "DeleteSecurityGroup", {"GroupId": i})),
         order=230,
+    ),
+    Kind(
+        "ec2:default-security-group",  # goes with its VPC
+        describe=Describe(
+            Request("ec2", "DescribeSecurityGroups", {"GroupIds": [it("GroupId")]}),
+            "SecurityGroups[0]",
+            extra=_default_group_rules,
+            tags=None,
+        ),
     ),
     Kind(
         "ec2:security-group-ingress",

@@ -82,12 +82,30 @@ class NetworkSpec(StrictModel):
         Field(description="Existing subnets for instances / SageMaker VPC config, with vpc_id."),
     ] = []
     instance_subnets: Annotated[
-        Literal["public", "private"],
+        Literal["public", "private"] | None,
         Field(
-            description="Put instances in public subnets (no NAT cost; security group admits only the ALB) "
-            "or private subnets behind a NAT gateway (about $0.045/h more, no public IPs)."
+            description="Where instances of a VPC we create live: private subnets behind a NAT gateway, with no "
+            "public IP (the default; about $0.05/h for the gateway and its address), or public subnets with a "
+            "public IPv4 address each (no NAT cost; the security group admits only the ALB; plan warns). With "
+            "vpc_id, the subnets you list decide: instance_subnet_ids, else public_subnet_ids."
         ),
-    ] = "public"
+    ] = None
+    empty_default_security_group: Annotated[
+        bool,
+        Field(
+            description="Remove every rule of the default security group of a VPC we create, so anything placed "
+            "in it by mistake can reach nothing and nothing can reach it (CIS AWS Foundations 5.4; Security Hub "
+            "EC2.2). false keeps AWS's default rules (all traffic between its members, all egress)."
+        ),
+    ] = True
+    flow_logs: Annotated[
+        Literal["off", "rejected", "all"],
+        Field(
+            description="VPC flow logs of a VPC we create, written to the shared bucket under <name>/flow-logs/: "
+            "every connection (all), only those security groups and network ACLs refused (rejected), or none "
+            "(off, the default: S3 delivery is billed per GB, $0.25/GB list price for vended logs)."
+        ),
+    ] = "off"
     allowed_cidrs: Annotated[
         list[str],
         Field(description="CIDR blocks allowed to reach the load balancer on 80/443.", min_length=1),

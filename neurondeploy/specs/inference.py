@@ -720,6 +720,7 @@ class InferenceSpec(SpecBase):
                     "network.public_subnet_ids",
                     "an application load balancer needs 2 or more public subnets in different AZs; list them",
                 )
+            # Only when asked for: with an existing VPC the default is the subnets listed.
             if not network.creates_vpc and network.instance_subnets == "private" and not network.instance_subnet_ids:
                 raise FieldIssue(
                     "network.instance_subnet_ids",

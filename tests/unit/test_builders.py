@@ -220,15 +220,16 @@ def test_taggable_resources_carry_ownership_tags_at_creation(built):
 def test_only_untaggable_kinds_skip_tags(built):
     _, resources = built
     untagged = {r.type for r in resources if not r.taggable}
-    assert untagged <= {"route53:record", "ec2:route-table-association", "ec2:security-group-ingress"} | {
-        r.type for r in resources if r.is_lookup
-    }
+    # the VPC's default security group is AWS's, made and deleted with the VPC: tagged, the sweep would try to delete it
+    untaggable = {"route53:record", "ec2:route-table-association", "ec2:security-group-ingress"}
+    assert untagged <= untaggable | {"ec2:default-security-group"} | {r.type for r in resources if r.is_lookup}
     assert all(not r.delete and not r.taggable for r in resources if r.is_lookup)
 
 
 def test_every_created_resource_can_be_deleted(built):
     _, resources = built
-    assert [r.name for r in resources if not r.is_lookup and not r.delete] == []
+    # the VPC's default security group goes with the VPC (AWS deletes it with it)
+    assert [r.name for r in resources if not r.is_lookup and not r.delete] in ([], ["vpc-default-sg"])
 
 
 # --- EC2 --------------------------------------------------------------------------------------------------
@@ -337,8 +338,54 @@ def test_without_tls_http_forwards_and_only_80_is_open():
     assert "listener-https" not in index and "certificate" not in index and "dns-alias" not in index
     assert index["listener-http"].create[0].params["DefaultActions"][0]["Type"] == "forward"
     assert [p["FromPort"] for p in index["sg-alb-ingress"].create[0].params["IpPermissions"]] == [80]
-    assert "nat" not in index  # public instance subnets: no NAT gateway cost
+    assert "nat" in index and "subnet-private-2" in index  # instances are private unless the spec says public
     assert check_resources(resources) == []
+
+
+def test_public_instance_subnets_are_an_opt_out_without_nat_and_with_a_warning():
+    spec = InferenceSpec.model_validate(
+        {
+            "kind": "inference",
+            "name": "plain",
+            "task": "feature-extraction",
+            "model": {"path": "m"},
+            "deployment": {"platform": "ec2"},
+            "network": {"instance_subnets": "public", "empty_default_security_group": False},
+        }
+    )
+    index = by_name(deployment_resources(spec, CTX))
+    assert "nat" not in index and "subnet-private-1" not in index and "vpc-default-sg" not in index
+    assert index["asg"].create[0].params["VPCZoneIdentifier"].startswith(ref("subnet-public-1", "SubnetId"))
+    assert any(q.operation == "ModifySubnetAttribute" for q in index["subnet-public-1"].create)
+    from neurondeploy.planner.checks import check_network_exposure
+
+    fields = [f.field for f in check_network_exposure(type("Loaded", (), {"spec": spec})())]
+    assert fields == ["network.instance_subnets", "network.empty_default_security_group"]
+
+
+def test_flow_logs_are_an_option_delivered_to_the_shared_bucket():
+    assert "flow-logs" not in by_name(ec2_resources())  # off by default: billed per GB
+    spec = ec2_tls_spec(flow_logs="rejected")
+    (create,) = by_name(ec2_resources(spec))["flow-logs"].create
+    assert create.params["ResourceIds"] == [ref("vpc", "VpcId")] and create.params["TrafficType"] == "REJECT"
+    bucket = f"neurondeploy-{ref('account', 'Account')}-{spec.region}"
+    assert create.params["LogDestination"] == f"arn:aws:s3:::{bucket}/{spec.name}/flow-logs/"
+    assert validate_request("ec2", "CreateFlowLogs", create.params) == []
+
+
+def test_the_vpc_default_security_group_is_emptied_of_both_default_rules():
+    index = by_name(ec2_resources())
+    group = index["vpc-default-sg"]
+    describe, ingress, egress = group.create
+    assert {f["Name"]: f["Values"] for f in describe.params["Filters"]} == {
+        "vpc-id": [ref("vpc", "VpcId")],
+        "group-name": ["default"],
+    }
+    own = ref("vpc-default-sg", "GroupId")
+    assert ingress.params["IpPermissions"] == [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": own}]}]
+    assert egress.params["IpPermissions"] == [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]
+    assert group.depends_on == ("vpc",) and group.delete == ()
+    assert not any(q.operation == "ModifySubnetAttribute" for q in index["subnet-public-1"].create)
 
 
 def test_private_instances_sit_behind_one_nat_gateway_and_wait_for_routes():

@@ -64,6 +64,16 @@ def test_every_request_of_every_template_plan_is_allowed(template):
     assert authorizations and not denied
 
 
+def test_flow_logs_and_a_kept_default_group_are_allowed_too(tmp_path):
+    spec = tmp_path / "flow.yaml"
+    text = (REPO / "templates" / "minilm-ec2-alb.yaml").read_text()
+    spec.write_text(text.replace("  vpc_cidr:", "  flow_logs: all\n  instance_subnets: public\n  vpc_cidr:"))
+    _, authorizations = _authorizations(spec)
+    actions = {a.action for _, _, a in authorizations}
+    assert {"ec2:CreateFlowLogs", "ec2:DeleteFlowLogs", "logs:CreateLogDelivery", "s3:PutBucketPolicy"} <= actions
+    assert [a for _, _, a in authorizations if decision(policy(), a) != "allow"] == []
+
+
 def test_a_spec_naming_its_own_role_needs_it_named_to_the_policy():
     loaded, authorizations = _authorizations(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml")
     passes = [a for _, _, a in authorizations if a.action == "iam:PassRole"]
@@ -148,9 +158,14 @@ def test_the_same_actions_on_what_is_ours_are_allowed():
     assert [decision(policy(), a) for a in allowed] == ["allow"] * len(allowed)
 
 
-def test_only_route53_records_are_changed_without_a_condition():
-    # Route 53 has no tag condition keys; ownership of a record is its TXT owner record (resources/route53.py).
-    assert unconditioned_actions() == ["route53:ChangeResourceRecordSets"]
+def test_only_route53_records_and_log_deliveries_are_changed_without_a_condition():
+    # Route 53 has no tag condition keys (ownership of a record is its TXT owner record, resources/route53.py);
+    # CloudWatch Logs' delivery actions, which flow logs to S3 need, have no resource or condition at all.
+    assert unconditioned_actions() == [
+        "logs:CreateLogDelivery",
+        "logs:DeleteLogDelivery",
+        "route53:ChangeResourceRecordSets",
+    ]
 
 
 def test_no_write_is_granted_on_everything_without_a_condition():
