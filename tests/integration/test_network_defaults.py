@@ -52,6 +52,19 @@ def test_instances_are_private_and_the_default_group_is_empty(world, artifact, t
     assert destroy(NAME, Executor(t, state), t, state).remaining == [] and tagged(transport(), zone) == []
 
 
+@pytest.fixture
+def flow_log_prefixes(monkeypatch):
+    """moto 5.2.6 gap (test-only workaround): CreateFlowLogs looks up everything after ``arn:aws:s3:::`` as the
+    bucket's name (moto/ec2/models/flow_logs.py), so a destination with a prefix, which AWS documents
+    (https://docs.aws.amazon.com/vpc/latest/userguide/flow-logs-s3-create-flow-log.html), is refused. A bucket
+    name never holds a slash: the lookup is given the part before the first one."""
+    from moto.s3.models import S3Backend
+
+    get_bucket = S3Backend.get_bucket
+    monkeypatch.setattr(S3Backend, "get_bucket", lambda self, name: get_bucket(self, name.split("/", 1)[0]))
+
+
+@pytest.mark.usefixtures("flow_log_prefixes")
 def test_flow_logs_go_to_the_shared_bucket_and_destroy_removes_them(world, artifact, tmp_path, aws):
     loaded, zone = world
     text = (

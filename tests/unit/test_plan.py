@@ -157,3 +157,22 @@ def test_plan_shows_the_shared_bucket_with_its_policy_and_versioning(template):
     assert {"CreateBucket", "PutPublicAccessBlock", "PutBucketPolicy", "PutBucketVersioning"} <= set(operations)
     assert all(request.validated for request in bucket.requests) and bucket.delete_requests == []
     assert "TLS only" in bucket.description and "never destroyed" in bucket.description
+
+
+def test_plan_of_the_ec2_template_shows_its_secure_network_and_bucket():
+    """Through the CLI, as the README shows it: private subnets, the NAT gateway (priced), the emptied default
+    security group and the shared bucket's policy."""
+    result = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "plan", str(TEMPLATES[0].parent / "minilm-ec2-alb.yaml")],
+        capture_output=True,
+        text=True,
+        env={**NO_CREDENTIALS, "COLUMNS": "200"},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.count("Private subnet") == 2 and "instances, no public IP, egress through the NAT gateway" in out
+    assert "+ nat (ec2:nat-gateway)" in out and "ec2:nat-gateway nat: $0.0450/h" in out
+    assert "+ vpc-default-sg (ec2:default-security-group)" in out and "ec2:RevokeSecurityGroupIngress" in out
+    assert "+ artifact-bucket (s3:bucket)  shared, if missing" in out and "s3:PutBucketPolicy  checked" in out
+    assert "warning" not in out  # no opt-out taken, nothing to warn about
