@@ -28,9 +28,9 @@ def start_moto() -> tuple[object, str]:
     from moto.server import ThreadedMotoServer
 
     sys.path.insert(0, str(REPO / "tests" / "fixtures"))
-    import moto_tls
+    import moto_gaps
 
-    moto_tls.patch()  # the shared bucket's TLS-only policy, judged as S3 judges an HTTPS request
+    moto_gaps.patch_all()  # where moto differs from AWS in what our defaults rely on (TLS-only bucket, default SG)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

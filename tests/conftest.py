@@ -66,8 +66,8 @@ def moto_server():
     """Endpoint URL of a moto server running in a thread of this test process for the whole session."""
     from moto.server import ThreadedMotoServer
 
-    moto_tls = _fixture_module("moto_tls")
-    moto_tls.patch()  # the shared bucket's TLS-only policy, judged as S3 judges an HTTPS request
+    moto_gaps = _fixture_module("moto_gaps")
+    moto_gaps.patch_all()  # where moto differs from AWS in what our defaults rely on (TLS-only bucket, default SG)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)  # port 0: the OS picks a free one
     server.start()
     host, port = server.get_host_and_port()

@@ -99,12 +99,11 @@ def test_the_openai_client_gets_a_streamed_chat_completion_and_invoke_prints_one
 
 
 def test_eight_streams_share_a_compiled_batch_of_four_and_all_complete(endpoint):
-    running, waiting, stop = [], [], threading.Event()
+    running, stop = [], threading.Event()
 
     def watch() -> None:
         while not stop.is_set():
             running.append(metric(endpoint, "vllm:num_requests_running"))
-            waiting.append(metric(endpoint, "vllm:num_requests_waiting"))
             time.sleep(0.01)
 
     def stream(index: int) -> tuple[int, str | None]:
@@ -128,7 +127,9 @@ def test_eight_streams_share_a_compiled_batch_of_four_and_all_complete(endpoint)
         watcher.join()
     assert all(reason == "length" for _, reason in results), results
     assert max(running) <= 4 and metric(endpoint, "neurondeploy_llm_peak_running") == 4
-    assert max(waiting) >= 1  # the other streams queued for a slot, none was refused
+    # the other streams queued for a slot, none was refused: counted by the engine, since sampling /metrics every
+    # 10 ms on a loaded machine saw only two samples (a clean-clone run) and missed the queue
+    assert metric(endpoint, "neurondeploy_llm_peak_queued_behind_full_batch") >= 1
 
 
 def test_greedy_answers_equal_transformers_generate_token_for_token(endpoint):

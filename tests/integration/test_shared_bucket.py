@@ -1,5 +1,5 @@
 """The shared bucket as apply makes it in the emulator: private, TLS only, versioned; and its policy refuses a
-plain-HTTP request (moto judges the policy; see tests/fixtures/moto_tls.py for what the harness adds to it)."""
+plain-HTTP request (moto judges the policy; see tests/fixtures/moto_gaps.py for what the harness adds to it)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ BUCKET = "neurondeploy-123456789012-eu-west-1"
 
 @pytest.fixture
 def moto_tls():
-    path = Path(__file__).parents[1] / "fixtures" / "moto_tls.py"
-    spec = importlib.util.spec_from_file_location("moto_tls", path)
+    path = Path(__file__).parents[1] / "fixtures" / "moto_gaps.py"
+    spec = importlib.util.spec_from_file_location("moto_gaps", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     yield module

@@ -87,6 +87,11 @@ class LlmServer:
                 "The most sequences that ever decoded at once",
                 lambda: stats.peak_running,
             ),
+            (
+                "neurondeploy_llm_peak_queued_behind_full_batch",
+                "The most requests ever queued while every decode slot was taken",
+                lambda: stats.peak_queued_behind_full_batch,
+            ),
             ("neurondeploy_llm_max_batch", "Compiled batch size: the most that may decode at once", lambda: max_batch),
             ("vllm:generation_tokens_total", "Tokens generated", lambda: stats.generated_tokens),
             ("vllm:prompt_tokens_total", "Prompt tokens prefilled", lambda: stats.prompt_tokens),

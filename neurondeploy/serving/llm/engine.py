@@ -63,6 +63,8 @@ class EngineStats:
     running: int = 0
     waiting: int = 0
     peak_running: int = 0
+    # The most requests ever left queued with every decode slot taken: they waited for a slot, none was refused.
+    peak_queued_behind_full_batch: int = 0
     generated_tokens: int = 0
     prompt_tokens: int = 0
     decode_steps: int = 0
@@ -159,6 +161,10 @@ class GenerationEngine:
                         break
                 try:
                     self._admit()
+                    if len(self.active) >= self.max_batch:
+                        with self.wake:
+                            queued = len(self.waiting)
+                        self.stats.peak_queued_behind_full_batch = max(self.stats.peak_queued_behind_full_batch, queued)
                     if self.active:
                         self._decode_step()
                 except Exception as exc:  # a failed model call fails the sequences in it, not the engine
