@@ -1,6 +1,6 @@
 """The one explicit flag that a CPU artifact stands in for a Neuron one (tests and replays only).
 
-A replay (:mod:`neurondeploy.engine.replay`) runs, on this machine's CPU, what AWS would run on Inf2/Trn1. It sets
+A replay (:mod:`neurondeploy.replay`) runs, on this machine's CPU, what AWS would run on Inf2/Trn1. It sets
 :data:`CPU_STANDIN_ENV` in every process it starts, with the reason as its value; tests that send a CPU compile
 through the AWS flow set it too (the ``cpu_standin`` fixture). The artifact <-> target gate
 (:mod:`neurondeploy.planner.artifact_target`) lets a CPU artifact through for a Neuron target only when it is set,

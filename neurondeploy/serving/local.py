@@ -2,7 +2,7 @@
 endpoint on loopback, wait for /ping, send a sample request and show the answer, how to call it, and the AWS
 plan the same spec would apply in the cloud. Ctrl-C stops it cleanly.
 
-The endpoint is the SageMaker hosting replay (:mod:`neurondeploy.engine.replay.hosting`) of the CreateModel and
+The endpoint is the SageMaker hosting replay (:mod:`neurondeploy.replay.hosting`) of the CreateModel and
 CreateEndpointConfig requests the plan renders for the spec: the model's image's serve command, with exactly that
 model's Environment, held to that variant's startup health check. Only the model data differs: the compiled
 artifact directory stands for what SageMaker unpacks from ``ModelDataUrl`` (no S3 here).
@@ -23,9 +23,9 @@ from pathlib import Path
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.engine.model_bundle import dlc_model_dir
-from neurondeploy.engine.replay.hosting import start_container
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.planner.context import plan_context
+from neurondeploy.replay.hosting import start_container
 from neurondeploy.resources.sagemaker_endpoint import (
     create_endpoint_config_request,
     create_model_request,

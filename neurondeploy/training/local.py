@@ -1,7 +1,7 @@
 """`train SPEC --local`: the CreateTrainingJob request the plan renders for the spec, launched on this machine's
 CPU (gloo) as the training container launches it: the command (torchrun, the entry script, the hyperparameters as
 the toolkit passes them) and the environment (``SM_*`` and the job's own) come from the SageMaker replay's
-derivation (:func:`neurondeploy.engine.replay.training.container_launch`), so the script cannot tell the difference.
+derivation (:func:`neurondeploy.replay.training.container_launch`), so the script cannot tell the difference.
 
 What differs, and is said when it runs: local directories are mounted where the container has ``/opt/ml``: the input
 channels (``inputs.<name>.local_path``), the checkpoint location (``<work dir>/checkpoints``, what SageMaker syncs with
@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from neurondeploy.engine.replay.training import container_launch, to_cmd_args
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.planner.context import plan_context
+from neurondeploy.replay.training import container_launch, to_cmd_args
 from neurondeploy.resources.sagemaker_training import create_training_job_request, script_hyperparameters
 from neurondeploy.specs import LoadedSpec
 from neurondeploy.training.entry import source_directory, with_overrides

@@ -1,6 +1,6 @@
 """`compile --remote` of the vLLM template: optimum-neuron's own export as a SageMaker job, its request built,
 validated strictly against botocore, sent to a moto server over HTTP, then its entry run here as SageMaker runs an
-image whose entrypoint the request overrides (engine/training_container.py): the wrapper's secret resolver reads
+image whose entrypoint the request overrides (replay/training_container.py): the wrapper's secret resolver reads
 the gated model's HF_TOKEN from moto's Secrets Manager, then the export module runs a stand-in of ``optimum-cli``
 (tests/fixtures/fake_optimum: real argparse flags, records its arguments, writes an exported layout), and the
 output lands in moto S3 under the content key. A second compile finds it and sends no CreateTrainingJob; apply
@@ -18,7 +18,7 @@ import pytest
 
 from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.state import StateStore
-from neurondeploy.engine.training_container import run_training_container
+from neurondeploy.replay.training_container import run_training_container
 from neurondeploy.resources.precompiled import load_budget
 from neurondeploy.resources.validation import check_request
 

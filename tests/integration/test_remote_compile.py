@@ -17,8 +17,8 @@ import pytest
 
 from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.state import StateStore
-from neurondeploy.engine.training_container import run_training_container
 from neurondeploy.planner.artifact_target import CPU_STANDIN_ENV
+from neurondeploy.replay.training_container import run_training_container
 from neurondeploy.resources.validation import check_request
 
 from .test_apply import FIXTURES, REPO

@@ -1,5 +1,5 @@
 """The EC2 template applied to a moto server, then its launch template's UserData run as cloud-init would run it
-(engine.replay.ec2_boot): it downloads the wheel apply uploaded (sha256 checked), installs it into the DLAMI venv
+(replay.ec2_boot): it downloads the wheel apply uploaded (sha256 checked), installs it into the DLAMI venv
 stand-in, fetches the artifact, and the unit it installs serves /ping and /invocations."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from neurondeploy.engine.replay.ec2_boot import replay_boot
-from neurondeploy.engine.replay.sandbox import ReplayError
 from neurondeploy.engine.state import StateStore
+from neurondeploy.replay.ec2_boot import replay_boot
+from neurondeploy.replay.sandbox import ReplayError
 from neurondeploy.specs import parse_spec
 from neurondeploy.standin import CPU_STANDIN_ENV, CPU_STANDIN_REASON
 from neurondeploy.wheel import toolkit_wheel

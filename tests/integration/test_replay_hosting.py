@@ -1,5 +1,5 @@
 """The Inf2 SageMaker template applied to a moto server with the real all-MiniLM-L6-v2 artifact, then replayed as
-SageMaker would host it (engine.replay.hosting): ModelDataUrl fetched from S3 and unpacked, the image's serve command
+SageMaker would host it (replay.hosting): ModelDataUrl fetched from S3 and unpacked, the image's serve command
 started with the model's Environment, held to the startup health check; the endpoint answers eager PyTorch's
 embeddings."""
 
@@ -15,10 +15,10 @@ from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.compiler.models import load_model
 from neurondeploy.engine.apply import apply_spec
-from neurondeploy.engine.replay.hosting import ENTRYPOINT, replay_endpoint, start_container
-from neurondeploy.engine.replay.sandbox import ReplayError
 from neurondeploy.engine.state import StateStore
 from neurondeploy.planner.context import plan_context
+from neurondeploy.replay.hosting import ENTRYPOINT, replay_endpoint, start_container
+from neurondeploy.replay.sandbox import ReplayError
 from neurondeploy.resources.sagemaker_endpoint import create_endpoint_config_request, create_model_request
 from neurondeploy.standin import CPU_STANDIN_ENV, CPU_STANDIN_REASON
 from neurondeploy.wheel import toolkit_wheel

@@ -1,6 +1,6 @@
 """The training template's job, started with `neurondeploy train` against a moto server, then its CreateTrainingJob
 (as sent: state records it) replayed as SageMaker and the PyTorch/Neuron training container run it
-(engine.replay.training): it trains under torchrun, checkpoints reach S3, and the next job, on a fresh host, resumes
+(replay.training): it trains under torchrun, checkpoints reach S3, and the next job, on a fresh host, resumes
 from them and writes model.tar.gz."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from neurondeploy.cli.main import main
-from neurondeploy.engine.replay.sandbox import ReplayError
-from neurondeploy.engine.replay.training import replay_training_job, to_cmd_args
 from neurondeploy.engine.state import StateStore
+from neurondeploy.replay.sandbox import ReplayError
+from neurondeploy.replay.training import replay_training_job, to_cmd_args
 
 from .test_apply import transport
 

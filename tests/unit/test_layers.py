@@ -8,8 +8,11 @@ optional dependencies that commands load on use.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
+
+import pytest
 
 import neurondeploy
 
@@ -23,6 +26,7 @@ LAYERS: list[set[str]] = [
     {"resources"},
     {"planner", "aws"},
     {"engine", "compiler"},
+    {"replay"},  # what AWS would run, run here: the local endpoint (serving) and local training run on it
     {"serving", "training"},
     {"cli"},
 ]
@@ -72,8 +76,38 @@ def _modules() -> list[tuple[str, Path]]:
     return found
 
 
-def _imports(path: Path, module: str) -> list[tuple[str, bool, int]]:
-    """(imported module, at module level, line) for every import statement; relative imports resolved."""
+# Source a module writes for another process to run, where the whole package is installed (a container's
+# entry point, as console_scripts names cli.main): allowed by name, each with why. Any other generated import of
+# our code is checked like an import statement.
+GENERATED_ENTRY_POINTS = {
+    # code/inference.py of the DLC model bundle: the PyTorch inference toolkit imports it in the container
+    ("neurondeploy.engine.model_bundle", "neurondeploy.serving.sagemaker_handler"),
+}
+GENERATED_IMPORT = re.compile(
+    r"^\s*(?:from\s+(neurondeploy[\w.]*)\s+import|import\s+(neurondeploy[\w.]*))", re.MULTILINE
+)
+IMPORTLIB_CALLS = {"import_module", "__import__"}
+
+
+def _dynamic_target(call: ast.Call) -> str | None:
+    """The module an ``importlib.import_module(...)`` / ``__import__(...)`` call names: a literal, or the literal
+    start of an f-string (``f"neurondeploy.cli.{name}"`` is somewhere in ``neurondeploy.cli``)."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+    if name not in IMPORTLIB_CALLS or not call.args:
+        return None
+    first = call.args[0]
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    if isinstance(first, ast.JoinedStr) and first.values and isinstance(first.values[0], ast.Constant):
+        return str(first.values[0].value).rstrip(".")
+    return None
+
+
+def _imports(path: Path, module: str) -> list[tuple[str, bool, int, str]]:
+    """(imported module, at module level, line, how) for every import of a neurondeploy module or any module:
+    ``statement`` (``import x``, ``from x import y``: each imported name, since ``from neurondeploy import cli``
+    imports the cli package), ``importlib`` (a call naming it) and ``generated`` (source in a string that imports
+    it); relative imports resolved."""
     tree = ast.parse(path.read_text())
     module_level = set()
     for node in tree.body:  # module level includes `if TYPE_CHECKING:` / try blocks at the top
@@ -83,6 +117,7 @@ def _imports(path: Path, module: str) -> list[tuple[str, bool, int]]:
             module_level.add(id(inner))
     result = []
     for node in ast.walk(tree):
+        how = "statement"
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -90,13 +125,35 @@ def _imports(path: Path, module: str) -> list[tuple[str, bool, int]]:
                 base = module.split(".")[
                     : len(module.split(".")) - node.level + (1 if path.name == "__init__.py" else 0)
                 ]
-                names = [".".join(base + ([node.module] if node.module else []))]
+                base_name = ".".join(base + ([node.module] if node.module else []))
             else:
-                names = [node.module]
+                base_name = node.module
+            names = [base_name if alias.name == "*" else f"{base_name}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Call) and (target := _dynamic_target(node)):
+            names, how = [target], "importlib"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "neurondeploy" in node.value:
+            names = [a or b for a, b in GENERATED_IMPORT.findall(node.value)]
+            names = [n for n in names if (module, n) not in GENERATED_ENTRY_POINTS]
+            how = "generated"
         else:
             continue
-        result += [(name, id(node) in module_level, node.lineno) for name in names]
+        result += [(name, id(node) in module_level, getattr(node, "lineno", 0), how) for name in names]
     return result
+
+
+def _layer_problems(module: str, path: Path) -> list[str]:
+    own = _package(module)
+    problems = []
+    for imported, _, line, how in _imports(path, module):
+        if not imported.startswith("neurondeploy"):
+            continue
+        other = _package(imported)
+        if other != own and _layer_of(other) >= _layer_of(own):
+            problems.append(
+                f"{path.name}:{line}: neurondeploy.{own or '(root)'} imports {imported} ({how}; "
+                f"layer {_layer_of(other)} >= {_layer_of(own)})"
+            )
+    return problems
 
 
 def test_every_package_is_in_a_layer():
@@ -105,20 +162,7 @@ def test_every_package_is_in_a_layer():
 
 
 def test_no_layer_imports_a_higher_one_or_a_sibling():
-    problems = []
-    for module, path in _modules():
-        own = _package(module)
-        for imported, _, line in _imports(path, module):
-            if not imported.startswith("neurondeploy"):
-                continue
-            other = _package(imported)
-            if other == own:
-                continue
-            if _layer_of(other) >= _layer_of(own):
-                problems.append(
-                    f"{path.relative_to(PACKAGE.parent)}:{line}: neurondeploy.{own or '(root)'} imports "
-                    f"{imported} (layer {_layer_of(other)} >= {_layer_of(own)})"
-                )
+    problems = [problem for module, path in _modules() for problem in _layer_problems(module, path)]
     assert not problems, "\n".join(problems)
 
 
@@ -126,8 +170,9 @@ def test_function_level_imports_are_only_for_heavy_optional_dependencies():
     problems = []
     allowed = HEAVY_OPTIONAL | set(sys.stdlib_module_names)
     for module, path in _modules():
-        for imported, module_level, line in _imports(path, module):
-            if not module_level and imported.split(".")[0] not in allowed:
+        for imported, module_level, line, how in _imports(path, module):
+            # importlib calls are how cli loads a command's module on use; the layer test checks where they point
+            if how == "statement" and not module_level and imported.split(".")[0] not in allowed:
                 problems.append(f"{path.relative_to(PACKAGE.parent)}:{line}: function-level import of {imported}")
     assert not problems, "\n".join(problems)
 
@@ -137,5 +182,35 @@ def test_the_checker_sees_what_it_must(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("from neurondeploy.cli.main import main\n\ndef f():\n    from neurondeploy.engine import apply\n")
     found = _imports(probe, "neurondeploy.resources.probe")
-    assert ("neurondeploy.cli.main", True, 1) in found and ("neurondeploy.engine", False, 4) in found
+    assert ("neurondeploy.cli.main.main", True, 1, "statement") in found
+    assert ("neurondeploy.engine.apply", False, 4, "statement") in found
     assert _layer_of(_package("neurondeploy.cli.main")) > _layer_of(_package("neurondeploy.resources.model"))
+
+
+HIDDEN_UPWARD_IMPORTS = {
+    "a name imported from the package root": "from neurondeploy import cli, engine\n",
+    "a relative import of the root": "from .. import cli\n",
+    "importlib with a literal": "import importlib\n\ndef f():\n    importlib.import_module('neurondeploy.cli.main')\n",
+    "importlib with an f-string": "import importlib\n\ndef f(n):\n    importlib.import_module(f'neurondeploy.serving.{n}')\n",
+    "__import__": "def f():\n    __import__('neurondeploy.engine.apply')\n",
+    "generated source": 'HANDLER = "from neurondeploy.serving.sagemaker_handler import model_fn\\n"\n',
+    "generated source, import form": 'SCRIPT = """\nimport sys\nimport neurondeploy.cli.main\n"""\n',
+}
+
+
+@pytest.mark.parametrize("hole", sorted(HIDDEN_UPWARD_IMPORTS), ids=sorted(HIDDEN_UPWARD_IMPORTS))
+def test_each_way_of_importing_upward_is_caught_in_a_fixture_tree(tmp_path, hole):
+    """A resources/ module (layer 2) that reaches cli, engine or serving in any of these ways is reported."""
+    probe = tmp_path / "neurondeploy" / "resources" / "probe.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(HIDDEN_UPWARD_IMPORTS[hole])
+    problems = _layer_problems("neurondeploy.resources.probe", probe)
+    assert problems and all("neurondeploy.resources imports" in problem for problem in problems), problems
+
+
+def test_the_declared_entry_point_is_seen_and_let_through_by_name_only(monkeypatch):
+    path = PACKAGE / "engine" / "model_bundle.py"
+    assert _layer_problems("neurondeploy.engine.model_bundle", path) == []
+    monkeypatch.setattr(sys.modules[__name__], "GENERATED_ENTRY_POINTS", set())
+    (problem,) = _layer_problems("neurondeploy.engine.model_bundle", path)
+    assert "imports neurondeploy.serving.sagemaker_handler (generated" in problem

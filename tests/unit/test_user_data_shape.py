@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neurondeploy.engine.replay.systemctl_shim import read_environment_file, read_unit
 from neurondeploy.errors import PlanError, SpecError
+from neurondeploy.replay.systemctl_shim import read_environment_file, read_unit
 from neurondeploy.resources.compute import ENV_FILE, user_data_script
 from neurondeploy.resources.model import PlanContext
 from neurondeploy.specs import parse_spec

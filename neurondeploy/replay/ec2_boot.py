@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from neurondeploy.engine.replay import systemctl_shim
-from neurondeploy.engine.replay.sandbox import (
+from neurondeploy.replay import systemctl_shim
+from neurondeploy.replay.sandbox import (
     Logged,
     ReplayError,
     host_path,

@@ -39,7 +39,7 @@ from pathlib import Path
 from neurondeploy.archive import packed_files
 from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.model_bundle import link_or_copy
-from neurondeploy.engine.replay.sandbox import (
+from neurondeploy.replay.sandbox import (
     ReplayError,
     Started,
     host_path,
@@ -54,7 +54,7 @@ from neurondeploy.engine.replay.sandbox import (
 from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY, image_repository
 
 MODEL_DIR = "/opt/ml/model"  # where SageMaker unpacks ModelDataUrl
-ENTRYPOINT = Path(__file__).resolve().parents[3] / "infra" / "serving" / "entrypoint.sh"
+ENTRYPOINT = Path(__file__).resolve().parents[2] / "infra" / "serving" / "entrypoint.sh"
 
 
 @dataclass

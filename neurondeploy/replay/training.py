@@ -29,7 +29,7 @@ from pathlib import Path
 
 from neurondeploy import catalog
 from neurondeploy.aws.transport import AwsTransport
-from neurondeploy.engine.replay.sandbox import (
+from neurondeploy.replay.sandbox import (
     ReplayError,
     host_path,
     pack,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from neurondeploy.aws.paging import Paged
 from neurondeploy.aws.transport import AwsTransport
-from neurondeploy.engine.replay.training import container_launch, decode
+from neurondeploy.replay.training import container_launch, decode
 from neurondeploy.resources.naming import split_s3
 
 OPT_ML = "/opt/ml"
