@@ -22,10 +22,9 @@ from neurondeploy.compiler.llm_export import (
 from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_key, stage_job_source
 from neurondeploy.engine.remote_compile import default_cache_uri, start_remote_compile
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.planner.checks import errors_of, model_architecture, run_checks
+from neurondeploy.planner.checks import model_architecture, refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.llm_compile import llm_compile_host
-from neurondeploy.planner.plan import PlanRefused
 from neurondeploy.resources.sagemaker_compile import DEFAULT_COMPILE_INSTANCE
 from neurondeploy.resources.sagemaker_endpoint import container_image
 from neurondeploy.specs import load_spec
@@ -63,17 +62,11 @@ def _follow_job(args, transport, job, console, summary: dict) -> int | None:
     return _report(args, summary, code) if code else None
 
 
-def _refuse_errors(loaded) -> None:
-    findings = errors_of(run_checks(loaded))
-    if findings:
-        raise PlanRefused(findings)
-
-
 def cmd_compile_remote_llm(args, loaded) -> int:
     """An LLM (container hf-vllm / hf-tgi): the container's own export as a SageMaker job on the smallest Neuron
     host that fits it, unless the S3 compile cache already holds the model under its content key."""
     console = console_err()
-    _refuse_errors(loaded)
+    refuse_errors(loaded)
     spec = loaded.spec
     transport = transport_for(spec.region, args)
     cache_uri = args.cache_s3 or default_cache_uri(transport, loaded)
@@ -121,7 +114,7 @@ def cmd_compile_remote(args, loaded) -> int:
     if loaded.spec.kind == "inference" and loaded.spec.deployment.container.kind in LLM_CONTAINERS:
         return cmd_compile_remote_llm(args, loaded)
     console = console_err()
-    _refuse_errors(loaded)
+    refuse_errors(loaded)
     instance = args.instance_type or DEFAULT_COMPILE_INSTANCE
     transport = transport_for(loaded.spec.region, args)
     cache_uri = args.cache_s3 or default_cache_uri(transport, loaded)

@@ -42,8 +42,7 @@ from neurondeploy.compiler.cache import CompileCache, cache_key
 from neurondeploy.compiler.models import PREPROCESSOR_FILES, DigestMemo, LoadedModel, load_model
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.planner.artifact_target import artifact_sdk, compile_target
-from neurondeploy.planner.checks import errors_of, run_checks
-from neurondeploy.planner.plan import PlanRefused
+from neurondeploy.planner.checks import refuse_errors
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 
 MODULE_FILE = "model.pt"
@@ -210,9 +209,7 @@ def compile_spec(
             f"container {spec.deployment.container.kind} compiles the model itself on the instance",
             "compile applies to container kind neurondeploy",
         )
-    findings = errors_of(run_checks(loaded))  # the fit check among them: refuse before tracing anything
-    if findings:
-        raise PlanRefused(findings)
+    refuse_errors(loaded)  # the fit check among them: refuse before tracing anything
     if spec.model.dtype not in TORCH_DTYPES:
         raise CompileError(
             f"model.dtype {spec.model.dtype} cannot be traced from PyTorch weights",

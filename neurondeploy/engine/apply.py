@@ -36,9 +36,8 @@ from neurondeploy.engine.uploads import (
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.manifest import read_manifest
 from neurondeploy.planner.artifact_target import gate_artifact
-from neurondeploy.planner.checks import errors_of, resolve_model_path, run_checks
+from neurondeploy.planner.checks import refuse_errors, resolve_model_path
 from neurondeploy.planner.context import plan_context
-from neurondeploy.planner.plan import PlanRefused
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.naming import artifact_uri
 from neurondeploy.resources.sagemaker_endpoint import runs_on_dlc
@@ -121,9 +120,7 @@ def apply_spec(
         raise ApplyError(
             "apply creates endpoints; training jobs run with `neurondeploy train SPEC`", "use neurondeploy train"
         )
-    findings = errors_of(run_checks(loaded))
-    if findings:
-        raise PlanRefused(findings)
+    refuse_errors(loaded)
     on_event = on_event or (lambda message: None)
     if artifact_dir is not None and needs_artifact(loaded):  # a given artifact is judged before any AWS call
         check_artifact(loaded, Path(artifact_dir))

@@ -659,3 +659,19 @@ def run_checks(loaded: LoadedSpec) -> list[Finding]:
 
 def errors_of(findings: list[Finding]) -> list[Finding]:
     return [finding for finding in findings if finding.level == "error"]
+
+
+class PlanRefused(PlanError):
+    """A spec with error findings: no plan is made. ``problems`` are the findings, one line each."""
+
+    def __init__(self, problems: list[Finding]) -> None:
+        super().__init__(problems[0].one_line())
+        self.problems = problems
+
+
+def refuse_errors(loaded: LoadedSpec) -> list[Finding]:
+    """Every check's findings; a spec with an error is refused here, before anything is traced, planned or sent."""
+    findings = run_checks(loaded)
+    if errors_of(findings):
+        raise PlanRefused(errors_of(findings))
+    return findings

@@ -13,8 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from neurondeploy.errors import PlanError
-from neurondeploy.planner.checks import Finding, errors_of, run_checks
+from neurondeploy.planner.checks import refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.cost import Cost, plan_cost
 from neurondeploy.resources.deployment import deployment_resources
@@ -74,14 +73,6 @@ class Plan(BaseModel):
         return self.validated_count == self.request_count
 
 
-class PlanRefused(PlanError):
-    """A spec with error findings: no plan is made. ``problems`` are the findings, one line each."""
-
-    def __init__(self, problems: list[Finding]) -> None:
-        super().__init__(problems[0].one_line())
-        self.problems = problems
-
-
 def _planned(request) -> PlannedRequest:
     problems = validate_request(request.service, request.operation, request.params)
     return PlannedRequest(
@@ -117,9 +108,7 @@ def shared_resources(spec, ctx, resources: list[Resource]) -> list[Resource]:
 
 def build_plan(loaded: LoadedSpec) -> Plan:
     """Checks first (refusing a spec with errors), then resources and their requests, each checked offline."""
-    findings = run_checks(loaded)
-    if errors_of(findings):
-        raise PlanRefused(errors_of(findings))
+    findings = refuse_errors(loaded)
     ctx = plan_context(loaded)
     resources = deployment_resources(loaded.spec, ctx)
     planned = [_planned_resource(resource) for resource in resources]

@@ -26,9 +26,8 @@ from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.quotas import check_quotas
 from neurondeploy.engine.uploads import ensure_bucket, upload_artifact
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.planner.checks import errors_of, run_checks
+from neurondeploy.planner.checks import refuse_errors
 from neurondeploy.planner.context import plan_context
-from neurondeploy.planner.plan import PlanRefused
 from neurondeploy.resources.naming import source_uri
 from neurondeploy.resources.sagemaker_training import training_job_name, training_job_resources
 from neurondeploy.training.entry import source_directory, with_overrides
@@ -186,9 +185,7 @@ def start_training_job(
         raise TrainingJobError(
             f"{spec.name} is an {spec.kind} spec; train runs training specs", "use neurondeploy apply"
         )
-    findings = errors_of(run_checks(loaded))
-    if findings:
-        raise PlanRefused(findings)
+    refuse_errors(loaded)
     source = source_directory(loaded)
     on_event = on_event or (lambda message: None)
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]

@@ -12,8 +12,9 @@ import pytest
 
 from neurondeploy.engine.saved_plans import load_saved_plan, save_plan
 from neurondeploy.errors import PlanError
+from neurondeploy.planner.checks import PlanRefused
 from neurondeploy.planner.cost import plan_cost
-from neurondeploy.planner.plan import PlanRefused, build_plan
+from neurondeploy.planner.plan import build_plan
 from neurondeploy.resources.refs import find_refs
 from neurondeploy.resources.tags import EXECUTOR_REFS
 from neurondeploy.specs import load_spec, parse_spec

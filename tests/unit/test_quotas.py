@@ -6,7 +6,7 @@ from pathlib import Path
 
 from neurondeploy.aws.iam_policy import iam_action, scanned_calls
 from neurondeploy.engine.quotas import QuotaTooLow, increase_command, increase_url
-from neurondeploy.planner.plan import PlanRefused
+from neurondeploy.planner.checks import PlanRefused
 from neurondeploy.planner.quotas import QuotaNeed, quota_needs
 from neurondeploy.specs import load_spec, parse_spec
 
