@@ -31,7 +31,7 @@ from neurondeploy.aws.policy_evaluation import Authorization
 from neurondeploy.catalog._data import load
 from neurondeploy.resources.model import Request, Resource
 from neurondeploy.resources.refs import find_refs, is_ref
-from neurondeploy.resources.tags import MANAGED_BY_TAG
+from neurondeploy.resources.tags import MANAGED_BY_TAG, tag_dict
 
 ROLE_KEYS = {"ExecutionRoleArn": "sagemaker.amazonaws.com", "RoleArn": "sagemaker.amazonaws.com"}
 
@@ -39,14 +39,9 @@ ROLE_KEYS = {"ExecutionRoleArn": "sagemaker.amazonaws.com", "RoleArn": "sagemake
 def request_tags(params: Mapping) -> dict[str, str]:
     """The tags a request gives the object it makes (top level only: a launch template's instance tags are the
     instances', given when they launch)."""
-    found: dict[str, str] = {}
-    tags = params.get("Tags")
-    if isinstance(tags, Mapping):
-        found.update({str(k): str(v) for k, v in tags.items()})
-    elif isinstance(tags, Sequence) and not isinstance(tags, str):
-        found.update({t["Key"]: str(t.get("Value", "")) for t in tags if isinstance(t, Mapping) and "Key" in t})
+    found = tag_dict(params.get("Tags"))
     for specification in params.get("TagSpecifications") or []:
-        found.update({t["Key"]: str(t.get("Value", "")) for t in specification.get("Tags", [])})
+        found.update(tag_dict(specification.get("Tags")))
     return found
 
 

@@ -31,7 +31,7 @@ from neurondeploy.resources.model import Resource
 from neurondeploy.resources.naming import DEPLOYMENT_TAG
 from neurondeploy.resources.refs import resolve
 from neurondeploy.resources.registry import registry
-from neurondeploy.resources.tags import STATE
+from neurondeploy.resources.tags import STATE, tag_value
 
 __all__ = ["CHECKS", "DriftItem", "drift"]
 
@@ -143,17 +143,11 @@ def _check(
         items += [item("changed", detail) for detail in check.extra(AwsCaller(transport), obj, ids, expected)]
     if recorded.taggable and check.tags:
         tags = check.tags(transport, obj, ids) if callable(check.tags) else jmespath.search(check.tags, obj)
-        if _tag(tags, DEPLOYMENT_TAG) != deployment:
+        if tag_value(tags, DEPLOYMENT_TAG) != deployment:
             items.append(
-                item("untagged", f"{DEPLOYMENT_TAG} is {_tag(tags, DEPLOYMENT_TAG)!r}, expected {deployment!r}")
+                item("untagged", f"{DEPLOYMENT_TAG} is {tag_value(tags, DEPLOYMENT_TAG)!r}, expected {deployment!r}")
             )
     return items
-
-
-def _tag(tags: Any, key: str) -> str | None:
-    if isinstance(tags, dict):
-        return tags.get(key)
-    return next((t.get("Value") for t in tags or [] if t.get("Key") == key), None)
 
 
 def _equal(have: Any, want: Any, unordered: bool) -> bool:

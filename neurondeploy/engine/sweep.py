@@ -34,7 +34,7 @@ from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.resources import network, route53
 from neurondeploy.resources.registry import deletion_order, registry, sources
-from neurondeploy.resources.tags import DEPLOYMENT_TAG, LINEAGE_TAG, RESOURCE_TAG
+from neurondeploy.resources.tags import DEPLOYMENT_TAG, LINEAGE_TAG, RESOURCE_TAG, tag_dict
 
 DELETE_ORDER: tuple[str, ...] = deletion_order()  # every kind's Kind.order, dependents first
 SCAN_THREADS = 8
@@ -115,14 +115,8 @@ def _run_sources(transport: AwsTransport, deployment: str, phases: list[list[tup
             certificates = scan.certificates or certificates
             for kind, ident, detail, where, tags in scan.found:
                 key = (kind, ident.lower() if kind.startswith("sagemaker:") else ident)  # SageMaker ARNs: lower case
-                found.setdefault(key, Leftover(kind, ident, where or transport.region, detail, _tag_dict(tags)))
+                found.setdefault(key, Leftover(kind, ident, where or transport.region, detail, tag_dict(tags)))
     return sort_leftovers(found.values())
-
-
-def _tag_dict(tags) -> dict[str, str]:
-    if isinstance(tags, dict):
-        return {str(k): str(v) for k, v in tags.items()}
-    return {t["Key"]: t.get("Value", "") for t in tags or [] if isinstance(t, dict) and "Key" in t}
 
 
 def list_hosted_zones(transport: AwsTransport) -> list[str]:

@@ -52,3 +52,10 @@ def tag_value(tags: Any, key: str) -> str | None:
         if isinstance(tag, Mapping) and tag.get("Key") == key:
             return tag.get("Value")
     return None
+
+
+def tag_dict(tags: Any) -> dict[str, str]:
+    """Tags given as a ``Key``/``Value`` list or a dict, as a dict (an entry without a key is skipped)."""
+    if isinstance(tags, Mapping):
+        return {str(k): str(v) for k, v in tags.items()}
+    return {t["Key"]: str(t.get("Value", "")) for t in tags or [] if isinstance(t, Mapping) and "Key" in t}

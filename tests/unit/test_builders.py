@@ -323,17 +323,22 @@ def test_tls_listeners_certificate_and_dns():
     )
 
 
-def test_without_tls_http_forwards_and_only_80_is_open():
-    spec = InferenceSpec.model_validate(
+def plain_ec2_spec(**network) -> InferenceSpec:
+    """An EC2 deployment without TLS or DNS, every network field at its default unless given."""
+    return InferenceSpec.model_validate(
         {
             "kind": "inference",
             "name": "plain",
             "task": "feature-extraction",
             "model": {"path": "m"},
             "deployment": {"platform": "ec2"},
+            "network": network,
         }
     )
-    resources = deployment_resources(spec, CTX)
+
+
+def test_without_tls_http_forwards_and_only_80_is_open():
+    resources = deployment_resources(plain_ec2_spec(), CTX)
     index = by_name(resources)
     assert "listener-https" not in index and "certificate" not in index and "dns-alias" not in index
     assert index["listener-http"].create[0].params["DefaultActions"][0]["Type"] == "forward"
@@ -343,16 +348,7 @@ def test_without_tls_http_forwards_and_only_80_is_open():
 
 
 def test_public_instance_subnets_are_an_opt_out_without_nat_and_with_a_warning():
-    spec = InferenceSpec.model_validate(
-        {
-            "kind": "inference",
-            "name": "plain",
-            "task": "feature-extraction",
-            "model": {"path": "m"},
-            "deployment": {"platform": "ec2"},
-            "network": {"instance_subnets": "public", "empty_default_security_group": False},
-        }
-    )
+    spec = plain_ec2_spec(instance_subnets="public", empty_default_security_group=False)
     index = by_name(deployment_resources(spec, CTX))
     assert "nat" not in index and "subnet-private-1" not in index and "vpc-default-sg" not in index
     assert index["asg"].create[0].params["VPCZoneIdentifier"].startswith(ref("subnet-public-1", "SubnetId"))
