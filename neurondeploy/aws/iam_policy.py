@@ -27,13 +27,16 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sys
 from pathlib import Path
 
 from neurondeploy.catalog._data import load
+from neurondeploy.errors import SpecError
 from neurondeploy.resources.iam import ROLE_PATH
 from neurondeploy.resources.naming import BUCKET_PREFIX
 from neurondeploy.resources.tags import MANAGED_BY, MANAGED_BY_TAG
+from neurondeploy.specs.common import ROLE_ARN_PATTERN
 
 PACKAGE = Path(__file__).resolve().parents[1]
 SCANNED = ("resources", "aws", "engine", "compiler", "serving", "training")
@@ -255,6 +258,16 @@ def render(pass_roles: tuple[str, ...] = ()) -> str:
     return json.dumps(policy(pass_roles), indent=2) + "\n"
 
 
+def main(arguments: list[str]) -> int:
+    """Extra arguments: ARNs of existing roles the specs name (iam.role_arn), which the policy may then pass."""
+    for argument in arguments:
+        if not re.fullmatch(ROLE_ARN_PATTERN, argument):
+            error = SpecError(f"{argument!r} is not an IAM role ARN", "give arn:aws:iam::<account>:role/<name>")
+            print(f"error: {error.one_line()}", file=sys.stderr)
+            return error.exit_code
+    print(render(tuple(arguments)), end="")
+    return 0
+
+
 if __name__ == "__main__":
-    # Extra arguments: ARNs of existing roles the specs name (iam.role_arn), which the policy may then pass.
-    print(render(tuple(sys.argv[1:])), end="")
+    sys.exit(main(sys.argv[1:]))

@@ -181,3 +181,17 @@ def test_waiters_are_resolved_to_the_operations_they_poll():
     assert ("ec2", "DescribeVpcs") in calls  # VpcAvailable
     assert iam_action("elbv2", "CreateLoadBalancer") == "elasticloadbalancing:CreateLoadBalancer"
     assert iam_action("s3", "HeadObject") == "s3:GetObject"
+
+
+def test_the_generator_refuses_what_is_not_a_role_arn_in_one_line():
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-m", "neurondeploy.aws.iam_policy"]
+    refused = subprocess.run([*run, "arn:aws:iam::123456789012:role/ok", "not-an-arn"], capture_output=True, text=True)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr.splitlines() == [
+        "error: 'not-an-arn' is not an IAM role ARN (fix: give arn:aws:iam::<account>:role/<name>)"
+    ]
+    named = subprocess.run([*run, "arn:aws:iam::123456789012:role/ok"], capture_output=True, text=True)
+    assert named.returncode == 0 and "arn:aws:iam::123456789012:role/ok" in named.stdout
