@@ -24,6 +24,7 @@ from neurondeploy.resources.model import Request, Resource, extract_outputs
 from neurondeploy.resources.refs import find_refs, resolve
 from neurondeploy.resources.registry import registry
 
+RECORD_KINDS = ("route53:record", "route53:owner-record")
 _WRAPPER = re.compile(r"([A-Z][A-Za-z]*)(\[0\])?\.")  # "Vpc.", "LoadBalancers[0].", inside functions too
 
 
@@ -72,7 +73,8 @@ def as_upsert(resource: Resource, params: dict, found: list[Leftover], lineage: 
         return None
     zone = str(params.get("HostedZoneId", "")).rsplit("/", 1)[-1]
     changes = params.get("ChangeBatch", {}).get("Changes", [])
-    ours = {f.id.lower() for f in found if f.type == "route53:record" and f.lineage == lineage}
+    # the sweep tells the ownership TXT records apart (route53:owner-record); in state they are route53:record too
+    ours = {f.id.lower() for f in found if f.type in RECORD_KINDS and f.lineage == lineage}
     if not changes or any(c.get("Action") != "CREATE" for c in changes):
         return None
     names = [f"{zone}|{c['ResourceRecordSet']['Type']}|{c['ResourceRecordSet']['Name'].rstrip('.')}" for c in changes]
