@@ -10,10 +10,14 @@ import importlib
 
 __version__ = "0.1.0"
 
-# name -> (module, attribute): the library's front door, ``from neurondeploy import load_spec, plan``.
+# name -> (module, attribute): the library's front door, ``from neurondeploy import load_spec, plan, apply, train``.
 _PUBLIC = {
     "load_spec": ("neurondeploy.specs.loader", "load_spec"),
     "plan": ("neurondeploy.planner.plan", "build_plan"),
+    "apply": ("neurondeploy.ops.apply", "apply"),
+    "apply_local": ("neurondeploy.ops.apply", "apply_local"),
+    "train": ("neurondeploy.ops.train", "train"),
+    "compile_remote": ("neurondeploy.ops.compile_remote", "compile_remote"),
 }
 
 __all__ = [*_PUBLIC, "__version__"]

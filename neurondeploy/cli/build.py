@@ -11,148 +11,54 @@ from neurondeploy.cli.output import bucket_line, console_err, print_json
 from neurondeploy.compiler.backends import select_backend
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
-from neurondeploy.compiler.llm_export import (
-    JOB_MODULE,
-    LLM_CONTAINERS,
-    find_precompiled,
-    job_arguments,
-    llm_artifact_key,
-    precompiled_prefix,
-)
-from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_key, stage_job_source
-from neurondeploy.engine.remote_compile import default_cache_uri, start_remote_compile
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.planner.checks import model_architecture, refuse_errors
-from neurondeploy.planner.context import plan_context
-from neurondeploy.planner.llm_compile import llm_compile_host
-from neurondeploy.resources.sagemaker_compile import DEFAULT_COMPILE_INSTANCE
-from neurondeploy.resources.sagemaker_endpoint import container_image
+from neurondeploy.ops.compile_remote import RemoteCompileJob, compile_remote
+from neurondeploy.ops.sagemaker_job import EXIT_DETACHED, outcome_lines
 from neurondeploy.specs import load_spec
-from neurondeploy.training.jobs import EXIT_DETACHED, exit_code_of, outcome_lines, wait_for_job
-
-
-def _report(args, summary: dict, code: int) -> int:
-    if args.json:
-        print_json(summary)
-    return code
-
-
-def _follow_job(args, transport, job, console, summary: dict) -> int | None:
-    """--no-wait: report the job started; otherwise wait for it like `train` waits. The exit code to return now
-    (started, or not completed), else None: the job completed and the caller checks what it wrote."""
-    if args.no_wait:
-        summary["status"] = "started"
-        return _report(args, summary, 0)
-    try:
-        with console.status(f"{job.job_name}: waiting") as live:
-            finished = wait_for_job(
-                transport,
-                job.job_name,
-                delay_s=args.wait_delay_s,
-                on_event=lambda message: console.print(f"  {message}"),
-                on_status=live.update,
-            )
-    except KeyboardInterrupt:
-        console.print(f"stopped waiting; {job.job_name} keeps running (neurondeploy logs {job.deployment})")
-        return EXIT_DETACHED
-    for line in outcome_lines(finished):
-        console.print(line)
-    summary["status"] = finished["TrainingJobStatus"]
-    code = exit_code_of(finished["TrainingJobStatus"])
-    return _report(args, summary, code) if code else None
-
-
-def cmd_compile_remote_llm(args, loaded) -> int:
-    """An LLM (container hf-vllm / hf-tgi): the container's own export as a SageMaker job on the smallest Neuron
-    host that fits it, unless the S3 compile cache already holds the model under its content key."""
-    console = console_err()
-    refuse_errors(loaded)
-    spec = loaded.spec
-    transport = transport_for(spec.region, args)
-    cache_uri = args.cache_s3 or default_cache_uri(transport, loaded)
-    key = llm_artifact_key(spec, container_image(spec, plan_context(loaded)))
-    prefix = precompiled_prefix(cache_uri, key)
-    summary = {"artifact_key": key, "cache_uri": cache_uri, "job_name": None, "status": None, "model_uri": prefix}
-    size = find_precompiled(cache_uri, key)
-    if size is not None:
-        summary.update(status="cached", size_bytes=size)
-        console.print(f"already exported: {prefix} ({size / 2**30:.2f} GiB, no job started)")
-        return _report(args, summary, 0) if args.json else 0
-    if args.instance_type:  # the user's choice: not sized (nor refused) here
-        instance, reasons = args.instance_type, (f"{args.instance_type}, as --instance-type says",)
-    else:
-        host = llm_compile_host(spec, model_architecture(loaded))
-        instance, reasons = host.instance_type, host.reasons
-    for line in reasons:
-        console.print(f"  export host: {line}")
-    job = start_remote_compile(
-        loaded,
-        transport=transport,
-        state=open_state_of(args),
-        artifact_key=key,
-        stage_source=None,
-        cache_uri=cache_uri,
-        instance_type=instance,
-        on_event=lambda message: console.print(f"  {message}"),
-        export=(JOB_MODULE, tuple(job_arguments(spec, key, cache_uri))),
-    )
-    summary.update(job_name=job.job_name, instance_type=instance)
-    console.print(f"export job {job.job_name} ({instance}) -> {prefix}")
-    failed = _follow_job(args, transport, job, console, summary)
-    if failed is not None:
-        return failed
-    if find_precompiled(cache_uri, key) is None:
-        raise NeurondeployError(
-            f"export job {job.job_name} completed but {cache_uri} has no model {key[:16]}",
-            f"read its logs: neurondeploy logs {job.deployment}",
-        )
-    return _report(args, summary, 0)
 
 
 def cmd_compile_remote(args, loaded) -> int:
-    """The Neuron compile as a SageMaker job, unless the S3 compile cache already holds its artifact."""
-    if loaded.spec.kind == "inference" and loaded.spec.deployment.container.kind in LLM_CONTAINERS:
-        return cmd_compile_remote_llm(args, loaded)
+    """The Neuron compile (or an LLM's export) as a SageMaker job, unless the S3 compile cache holds it."""
     console = console_err()
-    refuse_errors(loaded)
-    instance = args.instance_type or DEFAULT_COMPILE_INSTANCE
-    transport = transport_for(loaded.spec.region, args)
-    cache_uri = args.cache_s3 or default_cache_uri(transport, loaded)
-    cache = CompileCache(root=Path(args.cache_dir) if args.cache_dir else None, s3_uri=cache_uri)
-    key = remote_artifact_key(loaded, cache.root)
-    summary = {"artifact_key": key, "cache_uri": cache_uri, "job_name": None, "status": None, "artifact": None}
-    found = fetch_remote_artifact(key, cache)
-    if found is None:
-        job = start_remote_compile(
-            loaded,
-            transport=transport,
-            state=open_state_of(args),
-            artifact_key=key,
-            stage_source=lambda directory: stage_job_source(loaded, directory),
-            cache_uri=cache_uri,
-            instance_type=instance,
-            on_event=lambda message: console.print(f"  {message}"),
-        )
-        summary["job_name"] = job.job_name
-        console.print(f"compile job {job.job_name} ({instance}) -> {cache_uri}/{key}")
-        failed = _follow_job(args, transport, job, console, summary)
-        if failed is not None:
-            return failed
-        found = fetch_remote_artifact(key, cache)
-        if found is None:
-            raise NeurondeployError(
-                f"compile job {job.job_name} completed but {cache_uri} has no artifact {key[:16]}",
-                f"read its logs: neurondeploy logs {job.deployment}",
+    job: list[RemoteCompileJob] = []  # the job once it runs: Ctrl-C while waiting names it
+    with console.status(f"{loaded.spec.name}: compile --remote") as live:
+
+        def started(started: RemoteCompileJob, instance: str) -> None:
+            job.append(started)
+            console.print(f"{started.label} {started.job_name} ({instance}) -> {started.destination}")
+            live.update(f"{started.job_name}: waiting")
+
+        try:
+            done = compile_remote(
+                loaded,
+                transport=transport_for(loaded.spec.region, args),
+                state=open_state_of(args),
+                cache_s3=args.cache_s3,
+                cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+                instance_type=args.instance_type,
+                wait=not args.no_wait,
+                wait_delay_s=args.wait_delay_s,
+                on_event=lambda message: console.print(f"  {message}"),
+                on_status=live.update,
+                on_started=started,
+                on_finished=lambda finished: [console.print(line) for line in outcome_lines(finished)],
             )
-    else:
-        summary["status"] = "cached"
-        console.print(f"already compiled: {cache_uri}/{key} (no job started)")
-    summary["artifact"] = str(found)
+        except KeyboardInterrupt:
+            if not job:
+                raise
+            console.print(f"stopped waiting; {job[0].job_name} keeps running (neurondeploy logs {job[0].deployment})")
+            return EXIT_DETACHED
+    summary = done.summary
+    if summary["status"] == "cached" and "model_uri" in summary:
+        size = summary["size_bytes"] / 2**30
+        console.print(f"already exported: {summary['model_uri']} ({size:.2f} GiB, no job started)")
+    elif summary["status"] == "cached":
+        console.print(f"already compiled: {summary['cache_uri']}/{summary['artifact_key']} (no job started)")
     if args.json:
         print_json(summary)
-    else:
-        console.print(f"artifact: [bold]{found}[/] (apply finds it in {cache_uri})")
-    return 0
+    elif done.artifact is not None:
+        console.print(f"artifact: [bold]{done.artifact}[/] (apply finds it in {summary['cache_uri']})")
+    return done.exit_code
 
 
 def cmd_compile(args) -> int:

@@ -10,7 +10,7 @@ from neurondeploy.engine.drift import drift
 from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.importer import import_deployment
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.training.jobs import training_job_status
+from neurondeploy.ops.train import training_job_status
 
 
 def cmd_destroy(args) -> int:

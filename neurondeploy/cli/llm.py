@@ -7,6 +7,7 @@ import sys
 
 from neurondeploy.cli.local_run import hold_local_endpoint
 from neurondeploy.cli.output import console_err
+from neurondeploy.ops.apply import apply_local as ops_apply_local
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.serving.llm import serve as llm_serve
 from neurondeploy.serving.llm.client import chat
@@ -27,8 +28,8 @@ def apply_local(args, loaded: LoadedSpec) -> int:
     console = console_err()
     plan = build_plan(loaded)  # validates first: an invalid spec stops here, before loading any model
     console.print(f"[bold]{loaded.spec.name}[/]: valid; loading the model")
-    target = llm_serve.target_from_spec(loaded)
-    endpoint = llm_serve.start_local(target, args.host, args.port)
+    started = ops_apply_local(loaded, host=args.host, port=args.port)
+    endpoint, target = started.endpoint, started.llm
 
     def introduce() -> None:
         console.print(target.routes_line(endpoint.url))

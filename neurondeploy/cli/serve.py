@@ -9,6 +9,7 @@ from pathlib import Path
 from neurondeploy.cli import llm
 from neurondeploy.cli.local_run import hold_local_endpoint
 from neurondeploy.cli.output import bucket_line, compact_json, console_err
+from neurondeploy.ops.apply import apply_local
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.serving import local
 from neurondeploy.serving.client import InvokeError, invoke, parse_data
@@ -48,7 +49,7 @@ def cmd_apply_local(args) -> int:
     def on_bucket(bucket) -> None:
         console.print(bucket_line(bucket))
 
-    endpoint = local.start_local_endpoint(
+    endpoint = apply_local(
         loaded,
         host=args.host,
         port=args.port,
@@ -56,7 +57,7 @@ def cmd_apply_local(args) -> int:
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         out_dir=Path(args.out) if args.out else None,
         on_bucket=on_bucket,
-    )
+    ).endpoint
 
     def introduce() -> None:
         payload = local.sample_request(loaded.spec)

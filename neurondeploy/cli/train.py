@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
-from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.cli.options import open_state_of
 from neurondeploy.cli.output import console_err, print_json
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.ops.logs import no_logs_line, read_training_logs
+from neurondeploy.ops.sagemaker_job import EXIT_DETACHED, outcome_lines
+from neurondeploy.ops.train import StartedJob, stop_exit_code, stop_training_job, train
 from neurondeploy.specs import load_spec
-from neurondeploy.training.jobs import (
-    EXIT_DETACHED,
-    exit_code_of,
-    job_summary,
-    no_logs_line,
-    outcome_lines,
-    read_training_logs,
-    start_training_job,
-    stop_exit_code,
-    stop_training_job,
-    wait_for_job,
-)
-from neurondeploy.training.local import run_local_training
 
 
 def hyperparameter_overrides(pairs: list[str]) -> dict[str, str]:
@@ -43,57 +31,58 @@ def _printer(console):
 
 def cmd_train(args) -> int:
     loaded = load_spec(args.spec)
-    if loaded.spec.kind != "training":
-        raise NeurondeployError(
-            f"{args.spec} is an inference spec; train runs training specs", "use neurondeploy apply for endpoints"
-        )
     overrides = hyperparameter_overrides(args.hp)
     console = console_err()
     if args.local:
-        result = run_local_training(
+        run = train(
             loaded,
+            local=True,
             processes=args.processes,
             work_dir=Path(args.work_dir) if args.work_dir else None,
             hyperparameters=overrides,
             on_event=console.print,
         )
         if args.json:
-            print_json(result.as_dict())
-        return result.exit_code
+            print_json(run.as_dict())
+        return run.exit_code
     say = _printer(console)
-    transport = AwsTransport(loaded.spec.region, wait_delay_s=args.wait_delay_s)
-    started = start_training_job(
-        loaded,
-        transport=transport,
-        state=open_state_of(args),
-        hyperparameters=overrides,
-        on_event=lambda message: say(f"  {message}"),
-    )
-    name = started.deployment
+    name = loaded.spec.name
     follow = f"follow it with `neurondeploy logs {name} --follow`, stop it with `neurondeploy stop {name}`"
-    if not started.attached:
-        say(f"started training job {started.job_name}")
-    if args.no_wait:
-        say(follow)
-        if args.json:
-            print_json(dataclasses.asdict(started))
-        return 0
-    try:
-        with console.status(f"{started.job_name}: waiting for DescribeTrainingJob") as live:
-            job = wait_for_job(
-                transport, started.job_name, delay_s=args.wait_delay_s, on_event=say, on_status=live.update
+    job: list[StartedJob] = []  # the job once it runs: Ctrl-C while waiting names it
+
+    with console.status(f"{name}: starting") as live:
+
+        def started(started: StartedJob) -> None:
+            job.append(started)
+            if not started.attached:
+                say(f"started training job {started.job_name}")
+            if args.no_wait:
+                say(follow)
+            live.update(f"{started.job_name}: waiting for DescribeTrainingJob")
+
+        try:
+            run = train(
+                loaded,
+                hyperparameters=overrides,
+                state=open_state_of(args),
+                wait=not args.no_wait,
+                wait_delay_s=args.wait_delay_s,
+                on_event=lambda message: say(f"  {message}"),
+                on_log=say,
+                on_status=live.update,
+                on_started=started,
             )
-    except KeyboardInterrupt:
-        say(f"stopped waiting; {started.job_name} keeps running: {follow}")
-        return EXIT_DETACHED
-    for line in outcome_lines(job):
-        say(line)
-    code = exit_code_of(job["TrainingJobStatus"])
+        except KeyboardInterrupt:
+            if not job:
+                raise
+            say(f"stopped waiting; {job[0].job_name} keeps running: {follow}")
+            return EXIT_DETACHED
+    if run.job is not None:
+        for line in outcome_lines(run.job):
+            say(line)
     if args.json:
-        print_json(
-            {**job_summary(job), "attached": started.attached, "source_uri": started.source_uri, "exit_code": code}
-        )
-    return code
+        print_json(run.as_dict())
+    return run.exit_code
 
 
 def cmd_stop(args) -> int:

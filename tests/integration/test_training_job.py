@@ -23,7 +23,7 @@ import pytest
 from neurondeploy import catalog
 from neurondeploy.cli.main import main
 from neurondeploy.engine.state import StateStore
-from neurondeploy.training.jobs import EXIT_JOB_FAILED, recorded_job_name
+from neurondeploy.ops.sagemaker_job import EXIT_JOB_FAILED, recorded_job_name
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).parents[2]
@@ -422,7 +422,7 @@ def test_stop_stops_a_running_job_and_refuses_a_finished_one(spec_file, tmp_path
 
 
 def test_a_stopped_job_exits_with_its_own_code(spec_file, tmp_path, aws, sim, capsys):
-    from neurondeploy.training.jobs import EXIT_JOB_STOPPED
+    from neurondeploy.ops.sagemaker_job import EXIT_JOB_STOPPED
 
     state = tmp_path / "state.db"
     sim.scripts[NAME] = [
@@ -438,7 +438,7 @@ def test_ctrl_c_while_waiting_leaves_the_job_running(spec_file, tmp_path, aws, s
     import signal
     import threading
 
-    from neurondeploy.training.jobs import EXIT_DETACHED
+    from neurondeploy.ops.sagemaker_job import EXIT_DETACHED
 
     state = tmp_path / "state.db"
     job_name = start_running_job(spec_file, state, sim)
@@ -486,7 +486,7 @@ def test_waiting_survives_sagemaker_being_unreachable_for_a_while(spec_file, tmp
     """A job runs for hours: polls that get no answer (connection errors outlasting botocore's retries) are
     reported and retried; the wait still ends with the job's outcome. Other errors still stop it."""
     from neurondeploy.aws.transport import AwsCallError, AwsTransport
-    from neurondeploy.training.jobs import wait_for_job
+    from neurondeploy.ops.sagemaker_job import wait_for_job
 
     class Unreachable(AwsTransport):
         def __init__(self, misses: int, code=None) -> None:

@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 import pytest
 
+from neurondeploy.ops import sagemaker_job as jobs
 from neurondeploy.resources.sagemaker import NAME_MAX
-from neurondeploy.training import jobs
 from neurondeploy.training.entry import parse_override
 from neurondeploy.training.logs import host_of
 

@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     {"engine", "compiler"},
     {"replay"},  # what AWS would run, run here: the local endpoint (serving) and local training run on it
     {"serving", "training"},
+    {"ops"},  # every workflow a user starts, as a library call: apply, train, compile_remote, logs
     {"cli"},
 ]
 # yaml is deferred by the catalog so that `import neurondeploy.catalog` stays cheap (tests/unit/test_catalog.py).

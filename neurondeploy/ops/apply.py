@@ -1,0 +1,190 @@
+"""`apply SPEC`: an inference deployment in AWS, its artifact compiled first when none is given (or the one
+`compile --remote` left in the S3 compile cache); `apply --local`: the same spec served on this machine.
+
+The engine (:func:`neurondeploy.engine.apply.apply_spec`) does what Terraform's apply guarantees; this is the
+workflow around it: which artifact, which plan context, and the review of a saved plan.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.compiler.backends import select_backend
+from neurondeploy.compiler.cache import CacheWarning, CompileCache
+from neurondeploy.compiler.compile import compile_spec
+from neurondeploy.compiler.llm_export import LLM_CONTAINERS, find_precompiled, llm_artifact_key, precompiled_prefix
+from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_key
+from neurondeploy.engine.apply import apply_spec
+from neurondeploy.engine.changes import Changes
+from neurondeploy.engine.executor import ApplyResult
+from neurondeploy.engine.saved_plans import check_saved_plan
+from neurondeploy.engine.state import StateStore
+from neurondeploy.engine.state_s3 import open_state
+from neurondeploy.errors import PlanError
+from neurondeploy.ops.compile_remote import default_cache_uri
+from neurondeploy.planner.artifact_target import artifact_target
+from neurondeploy.planner.context import plan_context
+from neurondeploy.resources.precompiled import load_budget
+from neurondeploy.resources.sagemaker_endpoint import container_image
+from neurondeploy.serving import local
+from neurondeploy.serving.llm import serve as llm_serve
+from neurondeploy.specs import LoadedSpec, load_spec
+
+Review = Callable[[Changes, "str | None", bool], None]  # (changes, artifact URI to upload, reviewed in a saved plan)
+
+
+def apply(
+    spec: str | Path | LoadedSpec,
+    *,
+    transport: AwsTransport | None = None,
+    state: StateStore | None = None,
+    artifact_dir: Path | None = None,
+    backend: str = "auto",
+    out_dir: Path | None = None,
+    cache_dir: Path | None = None,
+    cache_s3: str | None = None,
+    context: dict | None = None,
+    plan_file: str | Path | None = None,
+    rollback: bool = False,
+    parallel: bool = True,
+    review: Review | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> ApplyResult:
+    """Create or update ``spec``'s deployment in AWS. Without ``artifact_dir`` the model is compiled first (cache
+    first; on a machine without Neuron, the artifact `compile --remote` stored). ``review(changes, upload_uri,
+    reviewed)`` sees the changes before the first mutating call and may raise to stop with nothing changed
+    (``reviewed``: ``plan_file`` holds exactly this diff, reviewed already); without it the changes are applied,
+    as `apply --yes` does. ``context`` adds to the plan context (``ami_ssm_parameter``, ``ami_id``). State defaults
+    to ``$NEURONDEPLOY_STATE`` (else ``.neurondeploy/state.db``)."""
+    loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+    transport = transport or AwsTransport(loaded.spec.region)
+    state = state if state is not None else open_state(None)
+    say = on_event or (lambda message: None)
+    saved = None
+    if plan_file:
+        saved = check_saved_plan(plan_file, loaded, transport)
+        say(f"applying the plan reviewed in {plan_file} (spec sha256 {loaded.digest[:12]}, requests unchanged)")
+
+    def compile_artifact(loaded_spec: LoadedSpec) -> Path:
+        remote = neuron_artifact_from_cache(loaded_spec, transport, backend, cache_dir, cache_s3, say)
+        if remote is not None:
+            say(f"the Neuron artifact that compile --remote left in the compile cache: {remote}")
+            return remote
+        cache = CompileCache(root=cache_dir) if cache_dir else None
+        return compile_spec(loaded_spec, backend=backend, out_dir=out_dir, cache=cache).artifact_dir
+
+    def checked_review(planned: Changes, upload_uri: str | None) -> None:
+        reviewed = saved is not None and saved.changes is not None
+        if review is not None:
+            review(planned, upload_uri, reviewed)
+        if reviewed and [change.line() for change in planned.pending] != saved.changes:
+            raise PlanError(
+                f"what apply would change now differs from the diff reviewed in {plan_file} (state or AWS "
+                "changed since): nothing was changed",
+                f"run `neurondeploy plan {loaded.source.file} --out {plan_file}` again and review it",
+            )
+
+    return apply_spec(
+        loaded,
+        transport=transport,
+        state=state,
+        artifact_dir=artifact_dir,
+        compile_artifact=compile_artifact,
+        rollback=rollback,
+        parallel=parallel,
+        on_event=on_event,
+        context=(context or {}) | precompiled_context(loaded, transport, cache_s3, say),
+        review=checked_review,
+    )
+
+
+def neuron_artifact_from_cache(
+    loaded: LoadedSpec,
+    transport: AwsTransport,
+    backend: str,
+    cache_dir: Path | None,
+    cache_s3: str | None,
+    on_event: Callable[[str], None],
+) -> Path | None:
+    """Where this machine cannot compile for Neuron: the artifact `compile --remote` stored, if any."""
+    if artifact_target(loaded.spec).runtime != "neuron" or select_backend(backend).name == "neuron":
+        return None
+    if loaded.spec.model.factory:  # compile --remote cannot send a factory: nothing to find
+        return None
+    cache_uri = cache_s3 or default_cache_uri(transport, loaded)
+    cache = CompileCache(root=cache_dir, s3_uri=cache_uri)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", CacheWarning)
+        found = fetch_remote_artifact(remote_artifact_key(loaded, cache.root), cache)
+    for warning in seen:  # a first apply has no bucket yet: nothing to say; anything else is worth a line
+        if "NoSuchBucket" not in str(warning.message):
+            on_event(f"compile cache: {warning.message}")
+    return found
+
+
+def precompiled_context(
+    loaded: LoadedSpec, transport: AwsTransport, cache_s3: str | None, on_event: Callable[[str], None]
+) -> dict:
+    """An LLM endpoint on SageMaker: the model `compile --remote` exported, if the S3 cache has it, as the plan
+    context that points the endpoint at it (and shrinks its startup budget to what loading needs)."""
+    spec = loaded.spec
+    if spec.kind != "inference" or spec.deployment.container.kind not in LLM_CONTAINERS:
+        return {}
+    if spec.deployment.platform != "sagemaker":
+        return {}
+    cache_uri = cache_s3 or default_cache_uri(transport, loaded)
+    key = llm_artifact_key(spec, container_image(spec, plan_context(loaded)))
+    try:
+        size = find_precompiled(cache_uri, key)
+    except AwsCallError as exc:
+        on_event(f"compile cache: {exc.message}; the container downloads and compiles the model at start")
+        return {}
+    if size is None:
+        on_event(
+            f"no model exported by compile --remote in {cache_uri} (key {key[:16]}): the container downloads "
+            f"and compiles it at start, within {spec.deployment.health_check_timeout_s} s"
+        )
+        return {}
+    prefix = precompiled_prefix(cache_uri, key)
+    budget, why = load_budget(size)
+    on_event(
+        f"the model compile --remote exported: {prefix}, loaded from S3 at /opt/ml/model (no Hub download, no "
+        f"HF_TOKEN, no compile at start); startup health-check budget {min(budget, spec.deployment.health_check_timeout_s)} s "
+        f"({why}), was {spec.deployment.health_check_timeout_s} s"
+    )
+    return {"precompiled_model_uri": prefix, "precompiled_model_bytes": size}
+
+
+@dataclass
+class LocalApply:
+    """`apply --local`'s endpoint on this machine; an LLM spec's also names its target (routes, served name)."""
+
+    endpoint: local.LocalEndpoint
+    llm: llm_serve.LlmTarget | None = None
+
+
+def apply_local(
+    spec: str | Path | LoadedSpec,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    backend: str = "auto",
+    cache_dir: Path | None = None,
+    out_dir: Path | None = None,
+    on_bucket: Callable | None = None,
+) -> LocalApply:
+    """Serve ``spec`` on this machine as AWS would: a CPU compile (cache first) replayed as the plan's SageMaker
+    model, or an LLM spec's model behind the vLLM Neuron container's API. Returns once it answers; stop it with
+    ``.endpoint.stop()``."""
+    loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+    if llm_serve.is_llm_spec(loaded.spec):
+        target = llm_serve.target_from_spec(loaded)
+        return LocalApply(llm_serve.start_local(target, host, port), target)
+    endpoint = local.start_local_endpoint(
+        loaded, host=host, port=port, backend=backend, cache_dir=cache_dir, out_dir=out_dir, on_bucket=on_bucket
+    )
+    return LocalApply(endpoint)
