@@ -77,7 +77,6 @@ TRANSIENT_CODES = (
 )
 
 ECR_IMAGE_MISSING_CODES = ("RepositoryNotFoundException", "ImageNotFoundException")
-LOG_GROUP_MISSING_CODE = "ResourceNotFoundException"
 QUOTA_MISSING_CODES = ("NoSuchResourceException",)
 
 

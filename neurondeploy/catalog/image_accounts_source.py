@@ -92,7 +92,7 @@ def render_yaml(accounts: dict, version: str) -> str:
     import yaml
 
     header = (
-        "# ECR accounts per region for the Neuron container images (facts §4.4), GENERATED from sagemaker-core\n"
+        "# ECR accounts per region for the Neuron container images, GENERATED from sagemaker-core\n"
         f"# {version}'s sagemaker/core/image_uri_config/*.json ([SMSDK] sagemaker-core/src/sagemaker/core/\n"
         "# image_uri_config/) as data/images.yaml says (dlc_account_files, accounts_from). Do not edit by hand:\n"
         "#   python -m neurondeploy.catalog.image_accounts_source > neurondeploy/catalog/data/image_accounts.yaml\n"

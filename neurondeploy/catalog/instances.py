@@ -104,7 +104,7 @@ def _build(row: dict, families: dict, sources: dict) -> InstanceType:
         nvme_instance_storage=merged["nvme_instance_storage"],
         price_usd_per_hour=prices.get(price_region),
         price_source=merged["price_source"],
-        price_confirmed=False,  # every on-demand price is third-party (facts §8)
+        price_confirmed=False,  # every on-demand price is third-party (no first-party AWS price page was read; the sources are in data/instances.yaml)
         regions=regions,
         source=f"{merged['source']}; {sources['sagemaker']}",
         sagemaker_transform=merged["sagemaker_transform"],

@@ -6,7 +6,7 @@ artifact layout and loading contract, so serving, upload and deploy never care w
 What was verified where: the CPU backend runs here for real (tests trace real models). The Neuron SDK
 (torch-neuronx, neuronx-cc) is not installable here (the PyPI names are placeholders) and no Neuron hardware
 exists, so the neuron backend was NOT run on Neuron. Its compiler-argument building is pure and unit-tested
-against the neuronx-cc flag reference (neuron-facts §2.5), and its call into ``torch_neuronx.trace`` is tested
+against the neuronx-cc flag reference (aws-neuron-sdk compiler/neuronx-cc/api-reference-guide/index.rst), and its call into ``torch_neuronx.trace`` is tested
 against a recording stand-in module that checks the arguments it receives.
 """
 
@@ -31,7 +31,7 @@ class BackendError(NeurondeployError):
 
 
 def neuron_compiler_args(compile_spec: CompileSpec, target: str) -> list[str]:
-    """neuronx-cc flags for torch_neuronx.trace, from the spec (neuron-facts §2.5).
+    """neuronx-cc flags for torch_neuronx.trace, from the spec (aws-neuron-sdk compiler/neuronx-cc/api-reference-guide/index.rst).
 
     ``--auto-cast`` is always explicit because its default changed in SDK 2.27 (matmult → none); the cast type
     is only meaningful, and only passed, when something is cast.
@@ -98,7 +98,7 @@ class NeuronBackend:
         self, module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], compiler_args: list[str], workdir: Path
     ) -> torch.jit.ScriptModule:
         # On a host without NeuronCores (a CPU compile job), neuronx-cc cross-compiles for --target when asked
-        # with cpu_backend=True (facts §2.1); the flag exists only there, so it is passed only then.
+        # with cpu_backend=True (aws-neuron-sdk .../inference/api-torch-neuronx-trace.rst); the flag exists only there, so it is passed only then.
         extra = {"cpu_backend": True} if os.environ.get(CROSS_COMPILE_ENV) == "1" else {}
         try:
             return self.torch_neuronx.trace(

@@ -1,5 +1,5 @@
 """`compile --remote` of a decoder LLM (container hf-vllm / hf-tgi): the container's own export, optimum-neuron's
-``optimum-cli export neuron`` (flags: [ON] optimum/commands/export/neuronx.py, facts §6.1), run in a SageMaker job
+``optimum-cli export neuron`` (flags: [ON] optimum/commands/export/neuronx.py), run in a SageMaker job
 on the spec's own image (the SDK and optimum-neuron it pins), its output stored in the S3 compile cache under a
 content key, and found again by ``compile`` (no second job) and ``apply`` (the endpoint loads it from S3).
 

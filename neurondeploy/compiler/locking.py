@@ -32,10 +32,6 @@ class FileLock:
         self.purpose = purpose
         self._fd: int | None = None
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
     def try_acquire(self) -> bool:
         """Take the lock if it is free right now; never waits."""
         if self._fd is not None:

@@ -18,7 +18,7 @@ from neurondeploy.resources.precompiled import load_budget
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
 from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelArchitecture
 
-# Hosts with less RAM than this struggle to load (or export on the fly) a 7B-class model (facts §7, pain 13).
+# Hosts with less RAM than this struggle to load (or export on the fly) a 7B-class model (huggingface/optimum-neuron PR 595; vllm-project/vllm issue 6452).
 SMALL_HOST_RAM_GIB = 32
 LARGE_MODEL_PARAMETERS = 6_000_000_000
 
@@ -571,7 +571,7 @@ def check_image_size(loaded: LoadedSpec) -> Iterable[Finding]:
 
 def check_parallel_compile(loaded: LoadedSpec) -> Iterable[Finding]:
     """RUN_NEURON_PARALLEL_COMPILE=1 makes the training toolkit run neuron_parallel_compile, a graph-extraction trial
-    that only fills the compile cache (facts §3.2, §4.1): say so, and refuse it without a cache to fill."""
+    that only fills the compile cache (aws-neuron-sdk frameworks/torch/torch-neuronx/api-reference-guide/training/pytorch-neuron-parallel-compile.rst; aws/sagemaker-python-sdk issue 3481): say so, and refuse it without a cache to fill."""
     spec = loaded.spec
     if not spec.parallel_compile:
         return

@@ -5,14 +5,14 @@ The rule (both must hold):
 
 * **HBM**: the model as it will be served (weights + KV cache at the spec's batch and sequence, over TP cores,
   plus the runtime headroom) fits the host's NeuronCores: :func:`planner.sizing.inference_memory`, the same
-  estimate that sizes the endpoint (facts §5.1). The export host can then load what it compiled.
+  estimate that sizes the endpoint (aws-neuron-sdk about-neuron/transformers/generative-llm-inference-with-neuron.rst). The export host can then load what it compiled.
 * **Host RAM** ≥ ``HOST_RAM_FACTOR`` × the weights at the export dtype. Our figure, not an AWS one, set from the
-  reported failure in facts §7 row 2: Llama-3.1-8B (15 GiB of bf16 weights) was OOM-killed compiling on
+  reported failure in aws-neuron/aws-neuron-sdk issue 706 ("neuronx-cc failed with -9"): Llama-3.1-8B (15 GiB of bf16 weights) was OOM-killed compiling on
   trn1.2xlarge's 32 GiB (aws-neuron/neuronx-distributed#53), so 2× is too little; 3× (the checkpoint, its
   converted and sharded copy, and neuronx-cc's working set) puts that model on a larger host.
 
 Candidates are the catalogue's types SageMaker training offers (``sagemaker_training``) whose NEFFs the deployment
-can run (same ``artifact_target``: inf2 and trn1 share one, facts §6.1), ordered by host memory, then price.
+can run (same ``artifact_target``: inf2 and trn1 share one, optimum-neuron optimum/neuron/utils/instance.py), ordered by host memory, then price.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Memory fit per NeuronCore, TP choice and instance choice: the planner every other check uses.
 
-The formulas are the Neuron docs' (neuron-facts §5.1): weights = parameters × dtype bytes (``12·L·d²``
+The formulas are the Neuron docs' (aws-neuron-sdk about-neuron/transformers/generative-llm-inference-with-neuron.rst): weights = parameters × dtype bytes (``12·L·d²``
 for GPT-style shapes), KV cache = batch × layers × context × 2 × (KV heads × head dim) × dtype bytes —
 GQA-aware, which the doc's MHA formula is not (derived, unconfirmed) — and the budget is 16 GiB per
 NeuronCore-v2 (the catalogue's ``hbm_per_core_gib``).

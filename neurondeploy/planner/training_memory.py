@@ -3,7 +3,7 @@
 State per core (parameters P sharded over TP × PP): weights, gradients and two AdamW moments, 4 + 4 + 8 bytes a
 parameter in fp32 and bf16 autocast (fp32 master weights), 2 + 2 + 8 with bf16 weights and stochastic rounding;
 ZeRO-1 divides the moments over the data-parallel ranks. The Neuron/optimum docs put this at "approximately 4×
-the model size" per core (facts §5.1).
+the model size" per core (optimum-neuron docs/source/guides/distributed_training.mdx).
 
 Activations follow Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
 (arXiv:2205.05198, §4.1), which counts, per layer and per token, what autograd keeps for the backward pass:

@@ -25,7 +25,6 @@ Another image's serve command is not reproduced, and the replay says so rather t
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import socket
 import sys
@@ -237,7 +236,3 @@ def replay_endpoint(transport: AwsTransport, endpoint_name: str, root: Path, *, 
             "raise deployment.model_download_timeout_s",
         )
     return start_container(container, variant, model_dir, root=root, port=port, download_s=download_s)
-
-
-def answer_json(hosted: HostedContainer, payload) -> object:
-    return json.loads(hosted.invoke(json.dumps(payload).encode())["Body"])

@@ -32,7 +32,7 @@ from neurondeploy.resources.refs import find_refs
 from neurondeploy.resources.tags import STATE, with_resource_tag
 
 # Latest Neuron DLAMI that still ships PyTorch 2.9 + torch-neuronx (the 2.32 multi-framework DLAMI dropped
-# torch-neuronx; facts §0). [NSDK] deploy/environments/dlami.rst, "SSM Parameter Prefix" (SDK 2.28-2.31 docs).
+# torch-neuronx; aws-neuron-sdk frameworks/torch/index.rst). [NSDK] deploy/environments/dlami.rst, "SSM Parameter Prefix" (SDK 2.28-2.31 docs).
 DLAMI_SSM_PARAMETER = "/aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04/latest/image_id"
 DLAMI_NEURON_VENV = "/opt/aws_neuronx_venv_pytorch_2_9"  # same page, "Virtual Environments pre-installed"
 

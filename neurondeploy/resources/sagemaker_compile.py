@@ -5,7 +5,7 @@ through the SageMaker training toolkit's own contract: ``sagemaker_program`` fro
 ``sagemaker_submit_directory`` (which holds this toolkit, the spec and the model), its other hyperparameters as
 ``--key value`` arguments. It writes nothing but the S3 compile cache. By default it runs on ml.trn1.2xlarge, a
 Neuron host; on a CPU type (ml.c5 / ml.m5 ...) neuronx-cc cross-compiles for the target
-(``torch_neuronx.trace(..., cpu_backend=True)``, facts §2.1), signalled to the job by its environment.
+(``torch_neuronx.trace(..., cpu_backend=True)``, aws-neuron-sdk .../inference/api-torch-neuronx-trace.rst), signalled to the job by its environment.
 
 Its resources live under their own deployment name, ``<name>-compile``, so its role never clashes with the
 endpoint's and ``neurondeploy destroy <name>-compile`` removes it.

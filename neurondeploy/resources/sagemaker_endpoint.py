@@ -49,12 +49,14 @@ from neurondeploy.specs.inference import SERVING_ENV, serving_env_value
 
 SERVING_REPOSITORY = "neurondeploy-serving"
 VARIANT = "AllTraffic"
-INFERENCE_AMI = "al2-ami-sagemaker-inference-neuron-2"  # facts §1.3, §4.6
+INFERENCE_AMI = (
+    "al2-ami-sagemaker-inference-neuron-2"  # botocore sagemaker service-2.json ProductionVariantInferenceAmiVersion
+)
 SAGEMAKER_PORT = 8080
 MODEL_DATA_DIR = "/opt/ml/model"  # where SageMaker unpacks ModelDataUrl in the container
 VOLUME_MIN_GIB, VOLUME_MAX_GIB = 30, 512  # ProductionVariantVolumeSizeInGB allows 1-512
 VOLUME_PER_MODEL_GIB = 3  # archive + unpacked model + compiled artifacts / container cache
-# Read up to optimum-neuron v0.0.22 and removed in PR #610; later TGI images ignore them (facts §4.5).
+# Read up to optimum-neuron v0.0.22 and removed in PR #610; later TGI images ignore them (optimum-neuron text-generation-inference/sagemaker-entrypoint.sh at v0.0.22 and v0.0.23).
 OBSOLETE_TGI_ENV = {"HF_BATCH_SIZE": "MAX_BATCH_SIZE", "HF_SEQUENCE_LENGTH": "MAX_TOTAL_TOKENS"}
 _TGI_CAST = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
@@ -94,7 +96,9 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
     kind = spec.deployment.container.kind
     batch, sequence = max(spec.compile.batch_sizes), max(spec.compile.sequence_lengths)
     tp = spec.deployment.tensor_parallel
-    if kind == "hf-vllm":  # the entrypoint turns SM_ON_<X> into `optimum-cli neuron serve --<x>` (facts §4.6)
+    if (
+        kind == "hf-vllm"
+    ):  # the entrypoint turns SM_ON_<X> into `optimum-cli neuron serve --<x>` (optimum-neuron docker/vllm/Dockerfile)
         env = {
             "SM_ON_MODEL": spec.model.hf_model_id or MODEL_DATA_DIR,
             "SM_ON_TENSOR_PARALLEL_SIZE": str(tp),
@@ -102,7 +106,9 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
             "SM_ON_SEQUENCE_LENGTH": str(sequence),
             "SM_ON_PORT": str(SAGEMAKER_PORT),
         }
-    elif kind == "hf-tgi":  # facts §4.5: MAX_TOTAL_TOKENS = compiled sequence length, input < it
+    elif (
+        kind == "hf-tgi"
+    ):  # optimum-neuron v0.0.28 docs/source/guides/neuronx_tgi.mdx: MAX_TOTAL_TOKENS = compiled sequence length, input < it
         if spec.model.dtype not in _TGI_CAST:
             raise PlanError(
                 f"TGI Neuron serves fp16, bf16 or fp32 weights, not {spec.model.dtype}", "set model.dtype to bfloat16"
@@ -169,7 +175,7 @@ def create_model_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
 
 
 def endpoint_volume_gib(spec: InferenceSpec, ctx: PlanContext) -> int | None:
-    """EBS per instance; None on NVMe types (SageMaker refuses VolumeSizeInGB for ml.trn1, facts §1.3)."""
+    """EBS per instance; None on NVMe types (SageMaker refuses VolumeSizeInGB for ml.trn1: aws/sagemaker-python-sdk PR 4828)."""
     if catalog.get_instance(spec.deployment.instance_type).nvme_instance_storage:
         return None
     given = spec.deployment.volume_gib
@@ -182,7 +188,7 @@ def endpoint_volume_gib(spec: InferenceSpec, ctx: PlanContext) -> int | None:
         return given
     if ctx.model_size_gib is None and spec.deployment.container.kind != "neurondeploy":
         # The HF containers download weights from the Hub and compile or fetch cached NEFFs on the volume;
-        # with the size unknown, take what HF's own Neuron notebooks use (facts §4.5, §4.6).
+        # with the size unknown, take what HF's own Neuron notebooks use (optimum-neuron notebooks/sagemaker/deploy-llama-3-3-70b.ipynb: volume_size 512).
         return VOLUME_MAX_GIB
     wanted = math.ceil(VOLUME_PER_MODEL_GIB * (ctx.model_size_gib or 0))
     return min(VOLUME_MAX_GIB, max(VOLUME_MIN_GIB, wanted))

@@ -59,7 +59,7 @@ def _launch_hyperparameters(spec: TrainingSpec, ctx: PlanContext) -> dict[str, o
     return {
         "sagemaker_program": spec.entry_point,
         "sagemaker_submit_directory": source_uri(spec, ctx),
-        "sagemaker_torch_distributed_enabled": True,  # torchrun: the only strategy on Trainium (facts §4.1)
+        "sagemaker_torch_distributed_enabled": True,  # torchrun: the only strategy on Trainium (sagemaker-python-sdk legacy/src/sagemaker/pytorch/estimator.py)
         "sagemaker_region": spec.region,
     }
 
@@ -105,7 +105,7 @@ def training_hyperparameters(spec: TrainingSpec, ctx: PlanContext) -> dict[str, 
 
 
 # --auto-cast=none everywhere: autocast happens in torch (bf16-autocast), or the weights are already bf16
-# (stochastic rounding), or fp32 was asked for; a compiler down-cast on top would change the numerics (facts §3.3).
+# (stochastic rounding), or fp32 was asked for; a compiler down-cast on top would change the numerics (aws-neuron-sdk archive/nxd-training/torch-neuron-envvars.rst).
 _CC_FLAGS = {
     "fp32": "--model-type transformer --auto-cast=none",
     "bf16-autocast": "--model-type transformer --auto-cast=none",
@@ -127,11 +127,13 @@ def training_environment(spec: TrainingSpec) -> dict[str, str]:
     if spec.parallel_compile:
         env["RUN_NEURON_PARALLEL_COMPILE"] = "1"  # the toolkit prefixes torchrun with neuron_parallel_compile
         if instance.name == "trn1.2xlarge":
-            env["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] = "1"  # little host memory (facts §3.2)
+            env["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] = (
+                "1"  # little host memory (aws-neuron-sdk .../training/pytorch-neuron-parallel-compile.rst)
+            )
     if spec.distribution.precision == "bf16-stochastic-rounding":
         env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"
     if spec.instance_count > 1 and instance.multi_node:
-        # The container sets these only for types in its lists, which miss ml.trn1n.32xlarge (facts §4.1).
+        # The container sets these only for types in its lists, which miss ml.trn1n.32xlarge (sagemaker-training-toolkit src/sagemaker_training/torch_distributed.py).
         env.update(
             {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1", "MALLOC_ARENA_MAX": "64"}
         )

@@ -196,7 +196,7 @@ def test_documented_tp_sets_divide_the_largest_instance():
 
 
 def test_tp_degrees_from_the_reported_mismatches():
-    # TP=24 on inf2.24xlarge (12 cores) and TP=32 on inf2.48xlarge (24 cores) are not legal (facts §7 #4).
+    # TP=24 on inf2.24xlarge (12 cores) and TP=32 on inf2.48xlarge (24 cores) are not legal (aws-neuron/aws-neuron-sdk issue 749; the vLLM issue of TP=32 on inf2.48xlarge).
     assert catalog.legal_tp_degrees(catalog.get_instance("inf2.24xlarge"), "nxdi") == (1, 2, 4, 8)
     assert 32 not in catalog.legal_tp_degrees(catalog.get_instance("inf2.48xlarge"), "nxdi")
     assert catalog.legal_tp_degrees(catalog.get_instance("trn1.32xlarge"), "training") == (1, 2, 8, 32)

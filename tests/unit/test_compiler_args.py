@@ -1,4 +1,4 @@
-"""neuronx-cc arguments are built purely from the spec (neuron-facts §2.5)."""
+"""neuronx-cc arguments are built purely from the spec (aws-neuron-sdk compiler/neuronx-cc/api-reference-guide/index.rst)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def test_llama_8b_parameter_estimate_matches_the_published_count():
 
 
 def test_opt_66b_worked_example_from_the_neuron_docs():
-    # neuron-facts §5.1: OPT-66B, bf16, batch 16, context 2048: weights 121.5 GiB + KV 72 GiB, 24 cores on Inf2.
+    # aws-neuron-sdk about-neuron/transformers/generative-llm-inference-with-neuron.rst: OPT-66B, bf16, batch 16, context 2048: weights 121.5 GiB + KV 72 GiB, 24 cores on Inf2.
     d, layers = 9216, 64
     opt = ModelArchitecture(layers=layers, hidden_size=d, attention_heads=72, parameters=12 * layers * d * d)
     estimate = sizing.inference_memory(opt, 16, 24, batch=16, sequence=2048, dtype="bfloat16")

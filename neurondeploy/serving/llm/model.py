@@ -13,7 +13,8 @@ from neurondeploy.errors import NeurondeployError
 from neurondeploy.specs.inference import ModelArchitecture
 
 # Which transformers architecture serves a model id, by the family its name carries (first match wins); what
-# optimum-neuron's vLLM container serves on Inf2/Trn1 (facts §4.6: llama3, mixtral, qwen3, granite, phi4, smollm3).
+# optimum-neuron's vLLM container serves on Inf2/Trn1: the families its CI caches for trn1 (optimum-neuron
+# .github/workflows/cache_llm.yml: llama3, mixtral, qwen3, granite, phi4, smollm3).
 FAMILIES: tuple[tuple[str, str], ...] = (
     (r"mixtral", "mixtral"),
     (r"mistral", "mistral"),

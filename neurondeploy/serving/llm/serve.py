@@ -18,7 +18,7 @@ from neurondeploy.serving.local import LocalEndpoint, ensure_port_free, serve_in
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 from neurondeploy.specs.inference import ServingSpec
 
-# optimum-cli neuron serve's defaults for a model without a cached config: batch 1, 2048 tokens (facts §4.6).
+# optimum-cli neuron serve's defaults for a model without a cached config: batch 1, 2048 tokens (optimum-neuron optimum/commands/neuron/serve.py).
 CONTAINER_DEFAULT_BATCH, CONTAINER_DEFAULT_SEQUENCE = 1, 2048
 # Below this, one decode step is a few small matrix products: torch's intra-op threads only add synchronisation,
 # and on a busy machine a lot of it (a 2-layer, 64-wide model here: 3.4 ms per forward on 1 thread, 89 ms on 2
