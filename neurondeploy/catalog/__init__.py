@@ -1,4 +1,5 @@
-"""Facts as data, with a source per row: instance types, TP degrees, SDK lifecycle, container images, prices.
+"""Facts as data, with a source per row: instance types, TP degrees, SDK lifecycle, container images and kinds,
+prices.
 
 Tables live in ``neurondeploy/catalog/data/*.yaml`` and are read once, on first use. Importing this
 package imports neither yaml, boto3, botocore, torch nor sagemaker. ECR accounts per region are catalogue data
@@ -8,6 +9,7 @@ sagemaker-core.
 
 from __future__ import annotations
 
+from neurondeploy.catalog.containers import ContainerKind, container_kind, container_kinds, llm_container_kinds
 from neurondeploy.catalog.images import (
     ImageTag,
     dlc_account,
@@ -48,6 +50,10 @@ from neurondeploy.catalog.sdk import (
 )
 
 __all__ = [
+    "ContainerKind",
+    "container_kind",
+    "container_kinds",
+    "llm_container_kinds",
     "PRICE_REGION",
     "Component",
     "ImageTag",

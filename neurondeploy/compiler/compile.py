@@ -204,7 +204,7 @@ def compile_spec(
             f"{loaded.source.file} is a training spec; compile takes inference specs",
             "use `neurondeploy train` for training",
         )
-    if spec.deployment.container.kind != "neurondeploy":
+    if not spec.container.ours:
         raise CompileError(
             f"container {spec.deployment.container.kind} compiles the model itself on the instance",
             "compile applies to container kind neurondeploy",

@@ -28,7 +28,6 @@ from neurondeploy.specs import InferenceSpec
 MODEL_SUBDIR = "model"  # inside the cache entry: what the endpoint's /opt/ml/model becomes
 EXPORT_DTYPES = ("bfloat16", "float16", "float32")  # optimum-cli --torch_dtype choices
 JOB_MODULE = "neurondeploy.compiler.llm_export"
-LLM_CONTAINERS = ("hf-vllm", "hf-tgi")
 
 
 class LlmExportError(NeurondeployError):

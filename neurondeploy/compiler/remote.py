@@ -49,7 +49,7 @@ class RemoteCompileError(NeurondeployError):
 
 def _inference(loaded: LoadedSpec) -> InferenceSpec:
     spec = loaded.spec
-    if not isinstance(spec, InferenceSpec) or spec.deployment.container.kind != "neurondeploy":
+    if not isinstance(spec, InferenceSpec) or not spec.container.ours:
         raise RemoteCompileError(
             f"{loaded.source.file}: compile --remote takes an inference spec of container kind neurondeploy",
             "the Hugging Face containers compile on the instance; training specs run with `neurondeploy train`",

@@ -88,7 +88,7 @@ def check_artifact(loaded: LoadedSpec, artifact_dir: Path) -> str | None:
     """The artifact ↔ target gate: an artifact the deployment's instances cannot run is refused (one line, with
     the fix) before anything is uploaded or created. Returns the notice of a declared CPU stand-in, if any.
     A Hugging Face container's model data is a model directory it compiles or loads itself: not judged here."""
-    if loaded.spec.deployment.container.kind != "neurondeploy":
+    if not loaded.spec.container.ours:
         return None
     return gate_artifact(
         loaded.spec, read_manifest(artifact_dir), where=f"artifact {artifact_dir}", spec_file=str(loaded.source.file)
@@ -139,7 +139,7 @@ def apply_spec(
         on_event(f"model data: {uri} (training job {spec.model.training_job})")
         ctx = dataclasses.replace(ctx, artifact_s3_uri=uri)
     if needs_artifact(loaded):
-        if artifact_dir is None and spec.deployment.container.kind != "neurondeploy":
+        if artifact_dir is None and not spec.container.ours:
             artifact_dir = model_directory(loaded)  # a Hugging Face container loads the directory as it is
         if artifact_dir is None:
             if compile_artifact is None:

@@ -101,7 +101,7 @@ def check_serving_image(transport: AwsTransport, spec, ctx: PlanContext) -> None
     inference DLC with our server in model.tar.gz, needs nothing pushed.)"""
     if not (isinstance(spec, InferenceSpec) and spec.deployment.platform == "sagemaker"):
         return
-    if spec.deployment.container.kind != "neurondeploy":
+    if not spec.container.ours:
         return
     image = container_image(spec, ctx)
     if image_repository(image) != SERVING_REPOSITORY:

@@ -16,7 +16,7 @@ from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.compiler.backends import select_backend
 from neurondeploy.compiler.cache import CacheWarning, CompileCache
 from neurondeploy.compiler.compile import compile_spec
-from neurondeploy.compiler.llm_export import LLM_CONTAINERS, find_precompiled, llm_artifact_key, precompiled_prefix
+from neurondeploy.compiler.llm_export import find_precompiled, llm_artifact_key, precompiled_prefix
 from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_key
 from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.changes import Changes
@@ -132,7 +132,7 @@ def precompiled_context(
     """An LLM endpoint on SageMaker: the model `compile --remote` exported, if the S3 cache has it, as the plan
     context that points the endpoint at it (and shrinks its startup budget to what loading needs)."""
     spec = loaded.spec
-    if spec.kind != "inference" or spec.deployment.container.kind not in LLM_CONTAINERS:
+    if spec.kind != "inference" or not spec.container.llm:
         return {}
     if spec.deployment.platform != "sagemaker":
         return {}

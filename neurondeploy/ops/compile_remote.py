@@ -20,7 +20,6 @@ from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.llm_export import (
     JOB_MODULE,
-    LLM_CONTAINERS,
     find_precompiled,
     job_arguments,
     llm_artifact_key,
@@ -182,7 +181,7 @@ def compile_remote(
         summary["status"] = finished["TrainingJobStatus"]
         return exit_code_of(finished["TrainingJobStatus"]) or None
 
-    if loaded.spec.kind == "inference" and loaded.spec.deployment.container.kind in LLM_CONTAINERS:
+    if loaded.spec.kind == "inference" and loaded.spec.container.llm:
         return _export_llm(loaded, transport, state, cache_uri, instance_type, on_event, follow)
     cache = CompileCache(root=cache_dir, s3_uri=cache_uri)
     key = remote_artifact_key(loaded, cache.root)

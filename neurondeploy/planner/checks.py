@@ -56,7 +56,7 @@ def instance_of(spec: Spec) -> catalog.InstanceType:
 def serving_backend(spec: InferenceSpec) -> str:
     """Which runtime shards the model: our server runs torch_neuronx.trace artifacts (one replica per core);
     the Hugging Face LLM containers run NxD Inference."""
-    return "trace" if spec.deployment.container.kind == "neurondeploy" else "nxdi"
+    return spec.container.runtime
 
 
 def sdk_path(spec: Spec) -> str:
@@ -173,8 +173,7 @@ def _training_image(spec: TrainingSpec) -> tuple[str, str, str | None]:
 
 
 def _inference_image(spec: InferenceSpec) -> tuple[str, str, str | None]:
-    purpose = {"neurondeploy": "inference", "hf-vllm": "vllm", "hf-tgi": "tgi"}[spec.deployment.container.kind]
-    return purpose, "deployment.container.image_uri", spec.deployment.container.image_uri
+    return spec.container.image_purpose, "deployment.container.image_uri", spec.deployment.container.image_uri
 
 
 # (catalogue image purpose, spec field, the spec's own image) for each kind.
@@ -386,14 +385,14 @@ def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
             f"{dep.autoscaling.min_instances}-{dep.autoscaling.max_instances}",
             "make instance_count lie within min and max",
         )
-    if dep.container.kind != "neurondeploy" and len(spec.compile.buckets) > 1:
+    if spec.container.buckets == "one" and len(spec.compile.buckets) > 1:
         yield error(
             "compile",
             "the Hugging Face LLM containers serve one static (batch size, sequence length); "
             f"{len(spec.compile.buckets)} buckets were given",
             "list one batch size and one sequence length",
         )
-    if dep.platform == "sagemaker" and dep.container.kind != "neurondeploy":
+    if dep.platform == "sagemaker" and not spec.container.ours:
         yield from _precompile_advice(loaded)
 
 
@@ -493,7 +492,7 @@ def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
             yield error("model.path", f"{path} is not a regular file or directory", "give a model directory or file")
         elif spec.model.source_kind == "hf-directory" and not (path / "config.json").is_file():
             what = "a file" if path.is_file() else "a directory without config.json"
-            if path.is_dir() and spec.deployment.container.kind != "neurondeploy":
+            if path.is_dir() and not spec.container.ours:
                 # an LLM spec may name the directory a training run is still to fill: apply needs it, plan not
                 yield warning("model.path", f"{path} is {what} yet", "train the model into it before apply")
                 return

@@ -24,7 +24,6 @@ SAFETY = 2
 MIN_BUDGET_S = 60
 MAX_BUDGET_S = 3600  # SageMaker's maximum ContainerStartupHealthCheckTimeoutInSeconds
 HUB_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")  # nothing is read from the Hub any more
-MODEL_ENV = {"hf-vllm": "SM_ON_MODEL", "hf-tgi": "HF_MODEL_ID"}
 
 
 def load_budget(size_bytes: int) -> tuple[int, str]:
@@ -45,7 +44,7 @@ def model_data_source(prefix_uri: str) -> dict:
 
 
 def uses_precompiled(spec: InferenceSpec, ctx: PlanContext) -> bool:
-    return spec.deployment.container.kind in MODEL_ENV and ctx.precompiled_model_uri is not None
+    return spec.container.model_variable is not None and ctx.precompiled_model_uri is not None
 
 
 def without_hub_token(spec: InferenceSpec) -> InferenceSpec:
@@ -59,4 +58,4 @@ def without_hub_token(spec: InferenceSpec) -> InferenceSpec:
 
 def precompiled_env(spec: InferenceSpec) -> dict[str, str]:
     """The container's model setting pointed at the directory SageMaker fills from the S3 prefix."""
-    return {MODEL_ENV[spec.deployment.container.kind]: MODEL_DIR}
+    return {spec.container.model_variable: MODEL_DIR}

@@ -45,20 +45,19 @@ from neurondeploy.resources.sagemaker import (
     vpc_config,
 )
 from neurondeploy.specs import InferenceSpec
-from neurondeploy.specs.inference import SERVING_ENV, serving_env_value
+from neurondeploy.specs.inference import serving_env_value
 
 SERVING_REPOSITORY = "neurondeploy-serving"
 VARIANT = "AllTraffic"
-INFERENCE_AMI = (
-    "al2-ami-sagemaker-inference-neuron-2"  # botocore sagemaker service-2.json ProductionVariantInferenceAmiVersion
-)
+# botocore's sagemaker service-2.json, ProductionVariantInferenceAmiVersion
+INFERENCE_AMI = "al2-ami-sagemaker-inference-neuron-2"
 SAGEMAKER_PORT = 8080
 MODEL_DATA_DIR = "/opt/ml/model"  # where SageMaker unpacks ModelDataUrl in the container
 VOLUME_MIN_GIB, VOLUME_MAX_GIB = 30, 512  # ProductionVariantVolumeSizeInGB allows 1-512
 VOLUME_PER_MODEL_GIB = 3  # archive + unpacked model + compiled artifacts / container cache
-# Read up to optimum-neuron v0.0.22 and removed in PR #610; later TGI images ignore them (optimum-neuron text-generation-inference/sagemaker-entrypoint.sh at v0.0.22 and v0.0.23).
-OBSOLETE_TGI_ENV = {"HF_BATCH_SIZE": "MAX_BATCH_SIZE", "HF_SEQUENCE_LENGTH": "MAX_TOTAL_TOKENS"}
-_TGI_CAST = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+# model.dtype as the LLM containers' weights cast (text-generation-inference backends/neuron/.../tgi_env.py:
+# HF_AUTO_CAST_TYPE is fp16, bf16 or fp32).
+_WEIGHTS_CAST = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 # --- endpoint --------------------------------------------------------------------------------------------
@@ -70,14 +69,14 @@ DLC_CODE_DIR = "/opt/ml/model/code"
 
 def container_image(spec: InferenceSpec, ctx: PlanContext) -> str:
     """Our encoders run by default on AWS's Neuron inference DLC for the spec's SDK, our server shipped in
-    model.tar.gz (no image to build or push); our own serving image (infra/serving/) when its URI is given."""
-    container = spec.deployment.container
+    model.tar.gz (no image to build or push); our own serving image (infra/serving/) when its URI is given.
+    Another container kind runs its catalogue image (data/containers.yaml, images.yaml)."""
+    container, kind = spec.deployment.container, spec.container
     if container.image_uri:
         return container.image_uri
-    if container.kind == "neurondeploy":
-        return ctx.serving_image_uri or catalog.neuron_image("inference", spec.region, spec.neuron_sdk_version)
-    purpose = "vllm" if container.kind == "hf-vllm" else "tgi"
-    return catalog.neuron_image(purpose, spec.region, spec.neuron_sdk_version)
+    if kind.ours and ctx.serving_image_uri:
+        return ctx.serving_image_uri
+    return catalog.neuron_image(kind.image_purpose, spec.region, spec.neuron_sdk_version)
 
 
 def image_repository(image: str) -> str:
@@ -86,71 +85,69 @@ def image_repository(image: str) -> str:
 
 def runs_on_dlc(spec: InferenceSpec, ctx: PlanContext) -> bool:
     """Whether our server reaches the container inside model.tar.gz (code/) rather than in the image."""
-    return spec.deployment.container.kind == "neurondeploy" and image_repository(container_image(spec, ctx)) != (
-        SERVING_REPOSITORY
-    )
+    return spec.container.ours and image_repository(container_image(spec, ctx)) != SERVING_REPOSITORY
 
 
 def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
-    """Container settings from the spec; deployment.container.env is added last."""
-    kind = spec.deployment.container.kind
-    batch, sequence = max(spec.compile.batch_sizes), max(spec.compile.sequence_lengths)
-    tp = spec.deployment.tensor_parallel
-    if (
-        kind == "hf-vllm"
-    ):  # the entrypoint turns SM_ON_<X> into `optimum-cli neuron serve --<x>` (optimum-neuron docker/vllm/Dockerfile)
-        env = {
-            "SM_ON_MODEL": spec.model.hf_model_id or MODEL_DATA_DIR,
-            "SM_ON_TENSOR_PARALLEL_SIZE": str(tp),
-            "SM_ON_BATCH_SIZE": str(batch),
-            "SM_ON_SEQUENCE_LENGTH": str(sequence),
-            "SM_ON_PORT": str(SAGEMAKER_PORT),
-        }
-    elif (
-        kind == "hf-tgi"
-    ):  # optimum-neuron v0.0.28 docs/source/guides/neuronx_tgi.mdx: MAX_TOTAL_TOKENS = compiled sequence length, input < it
-        if spec.model.dtype not in _TGI_CAST:
-            raise PlanError(
-                f"TGI Neuron serves fp16, bf16 or fp32 weights, not {spec.model.dtype}", "set model.dtype to bfloat16"
-            )
-        if sequence < 2:
-            raise PlanError(
-                "TGI needs a sequence length of 2 or more (input tokens must be fewer)",
-                "raise compile.sequence_lengths",
-            )
-        env = {
-            "HF_MODEL_ID": spec.model.hf_model_id or MODEL_DATA_DIR,
-            "HF_NUM_CORES": str(tp),
-            "HF_AUTO_CAST_TYPE": _TGI_CAST[spec.model.dtype],
-            "MAX_BATCH_SIZE": str(batch),
-            "MAX_TOTAL_TOKENS": str(sequence),
-            "MAX_INPUT_TOKENS": str(sequence // 2),
-        }
-        obsolete = sorted(set(spec.deployment.container.env) & set(OBSOLETE_TGI_ENV))
-        if obsolete:
-            raise PlanError(
-                f"{', '.join(obsolete)} are obsolete: TGI Neuron images ignore them",
-                "remove them; neurondeploy sets "
-                + ", ".join(OBSOLETE_TGI_ENV[k] for k in obsolete)
-                + " from compile.batch_sizes / compile.sequence_lengths",
-            )
-    else:  # our server reads its behaviour from here; the artifact carries the compiled buckets
-        env = {
-            "NEURONDEPLOY_TASK": spec.task,
-            SERVING_ENV: serving_env_value(spec.serving),
-        }
-        if runs_on_dlc(spec, ctx):  # the DLC's toolkit imports code/inference.py (sagemaker_handler) from the model
-            env.update(
-                {
-                    "SAGEMAKER_PROGRAM": DLC_PROGRAM,
-                    "SAGEMAKER_SUBMIT_DIRECTORY": DLC_CODE_DIR,
-                    "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
-                    "SAGEMAKER_REGION": spec.region,
-                }
-            )
+    """Container settings from the spec, as its kind's row names them (data/containers.yaml, environment);
+    deployment.container.env is added last."""
+    kind = spec.container
+    obsolete = dict(kind.obsolete_env)
+    given = sorted(set(spec.deployment.container.env) & set(obsolete))
+    env = {name: _environment_value(spec, value) for name, value in kind.environment}
+    if given:
+        raise PlanError(
+            f"{', '.join(given)} are obsolete: {kind.name} images ignore them",
+            "remove them; neurondeploy sets "
+            + ", ".join(obsolete[k] for k in given)
+            + " from compile.batch_sizes / compile.sequence_lengths",
+        )
+    if runs_on_dlc(spec, ctx):  # the DLC's toolkit imports code/inference.py (sagemaker_handler) from the model
+        env.update(
+            {
+                "SAGEMAKER_PROGRAM": DLC_PROGRAM,
+                "SAGEMAKER_SUBMIT_DIRECTORY": DLC_CODE_DIR,
+                "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
+                "SAGEMAKER_REGION": spec.region,
+            }
+        )
     if uses_precompiled(spec, ctx):  # loaded from /opt/ml/model: no Hub id, no Hub token
         return {**env, **precompiled_env(spec), **without_hub_token(spec).deployment.container.runtime_env()}
     return {**env, **spec.deployment.container.runtime_env()}  # secrets as references only
+
+
+def _environment_value(spec: InferenceSpec, value: str) -> str:
+    """One spec value a container's environment carries (catalog.containers.ENVIRONMENT_VALUES)."""
+    sequence = max(spec.compile.sequence_lengths)
+    if value == "model":
+        return spec.model.hf_model_id or MODEL_DATA_DIR
+    if value == "tensor_parallel":
+        return str(spec.deployment.tensor_parallel)
+    if value == "max_batch":
+        return str(max(spec.compile.batch_sizes))
+    if value == "max_sequence":
+        return str(sequence)
+    if value == "half_sequence":  # input tokens: fewer than the sequence length, half of it by default
+        if sequence < 2:
+            raise PlanError(
+                f"{spec.container.name} needs a sequence length of 2 or more (input tokens must be fewer)",
+                "raise compile.sequence_lengths",
+            )
+        return str(sequence // 2)
+    if value == "port":
+        return str(SAGEMAKER_PORT)
+    if value == "weights_cast":
+        if spec.model.dtype not in _WEIGHTS_CAST:
+            raise PlanError(
+                f"{spec.container.name} serves fp16, bf16 or fp32 weights, not {spec.model.dtype}",
+                "set model.dtype to bfloat16",
+            )
+        return _WEIGHTS_CAST[spec.model.dtype]
+    if value == "task":
+        return spec.task
+    if value == "serving":  # our server reads its behaviour from here; the artifact carries the compiled buckets
+        return serving_env_value(spec.serving)
+    raise PlanError(f"container kind {spec.container.name}: unknown environment value {value!r}", "fix the catalogue")
 
 
 def create_model_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
@@ -186,7 +183,7 @@ def endpoint_volume_gib(spec: InferenceSpec, ctx: PlanContext) -> int | None:
                 f"set it to {VOLUME_MAX_GIB} or less",
             )
         return given
-    if ctx.model_size_gib is None and spec.deployment.container.kind != "neurondeploy":
+    if ctx.model_size_gib is None and not spec.container.ours:
         # The HF containers download weights from the Hub and compile or fetch cached NEFFs on the volume;
         # with the size unknown, take what HF's own Neuron notebooks use (optimum-neuron notebooks/sagemaker/deploy-llama-3-3-70b.ipynb: volume_size 512).
         return VOLUME_MAX_GIB

@@ -83,7 +83,7 @@ def start_local_endpoint(
     spec = loaded.spec
     if not isinstance(spec, InferenceSpec):
         raise LocalApplyError(f"{loaded.source.file} is a training spec", "use `neurondeploy train SPEC --local`")
-    if spec.deployment.container.kind != "neurondeploy":
+    if not spec.container.ours:
         raise LocalApplyError(
             f"container {spec.deployment.container.kind} runs only on Neuron instances (the Hugging Face "
             "container compiles the LLM there)",

@@ -10,13 +10,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from neurondeploy import catalog
 from neurondeploy.specs.common import IMAGE_URI_PATTERN, DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
 from neurondeploy.specs.screening import screen_value
 
 PACKAGE_PREFIX = "pkg://"
 MODEL_SOURCES = ("path", "factory", "hf_model_id", "s3_uri", "training_job")
 # Sources a Hugging Face LLM container takes; the last three reach the endpoint as its model data (ModelDataUrl).
-HF_CONTAINER_SOURCES = ("hf-hub-id", "hf-directory", "s3-uri", "training-job")
+PLATFORM_NAMES = {"sagemaker": "SageMaker", "ec2": "EC2"}
 INSTANCE_TYPE_PATTERN = r"^(ml\.)?[a-z][a-z0-9]*\.[0-9]*[a-z0-9]+$"
 
 
@@ -379,14 +380,20 @@ class SecretReference(StrictModel):
         return {"secret": self.secret} if self.secret else {"ssm": self.ssm}
 
 
+def _container_kind_enum(schema: dict) -> None:
+    schema["enum"] = list(catalog.container_kinds())  # the schema lists the table's kinds; read when rendered
+
+
 class ContainerSpec(StrictModel):
     """What runs on the instance: neurondeploy's own server, or Hugging Face's Neuron LLM containers."""
 
     kind: Annotated[
-        Literal["neurondeploy", "hf-vllm", "hf-tgi"],
+        str,
         Field(
-            description="neurondeploy: our server with the compiled artifact. hf-vllm / hf-tgi: Hugging Face's "
-            "Neuron LLM containers, configured from this spec (decoder LLMs)."
+            description="The serving container (the catalogue's container kinds, data/containers.yaml): "
+            "neurondeploy: our server with the compiled artifact. hf-vllm / hf-tgi: Hugging Face's Neuron LLM "
+            "containers, configured from this spec (decoder LLMs).",
+            json_schema_extra=_container_kind_enum,
         ),
     ] = "neurondeploy"
     image_uri: Annotated[
@@ -458,6 +465,13 @@ class ContainerSpec(StrictModel):
             refs = {key: ref.as_contract() for key, ref in sorted(self.secrets.items())}
             literal[SECRET_ENV] = json.dumps(refs, separators=(",", ":"))
         return literal
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in catalog.container_kinds():
+            raise ValueError(f"{value!r} is not a container kind; use {' or '.join(catalog.container_kinds())}")
+        return value
 
 
 class ServingSpec(StrictModel):
@@ -640,49 +654,56 @@ class InferenceSpec(SpecBase):
         """Whether the endpoint gets its model from our S3 upload (ModelDataUrl, unpacked in /opt/ml/model): our
         compiled artifact, or a local model directory for a Hugging Face container (which otherwise fetches
         hf_model_id from the Hub itself)."""
-        return self.deployment.container.kind == "neurondeploy" or self.model.source_kind != "hf-hub-id"
+        return self.container.ours or self.model.source_kind != "hf-hub-id"
+
+    @property
+    def container(self) -> catalog.ContainerKind:
+        """The catalogue's row for ``deployment.container.kind``."""
+        return catalog.container_kind(self.deployment.container.kind)
 
     @model_validator(mode="after")
     def _consistent(self) -> InferenceSpec:
-        container = self.deployment.container.kind
-        if self.task == "text-generation" and container == "neurondeploy":
+        container, kind = self.deployment.container.kind, self.container
+        llms = catalog.llm_container_kinds()
+        others = [name for name in catalog.container_kinds() if name not in llms]
+        if self.task == "text-generation" and not kind.llm:
             raise FieldIssue(
                 "deployment.container.kind",
-                "task text-generation is served by the Hugging Face LLM containers; set deployment.container.kind to hf-vllm or hf-tgi",
+                "task text-generation is served by the Hugging Face LLM containers; set deployment.container.kind "
+                f"to {' or '.join(llms)}",
             )
-        if container != "neurondeploy" and self.task != "text-generation":
+        if kind.llm and self.task != "text-generation":
             raise FieldIssue(
                 "task",
-                f"container {container} serves decoder LLMs only; use task text-generation or container kind neurondeploy",
+                f"container {container} serves decoder LLMs only; use task text-generation or container kind "
+                f"{' or '.join(others)}",
             )
-        if container != "neurondeploy" and self.model.source_kind not in HF_CONTAINER_SOURCES:
+        source = self.model.source_kind
+        if source not in kind.model_sources and not kind.ours:
             raise FieldIssue(
                 "model",
                 f"container {container} loads a Hugging Face model itself; set model.hf_model_id, model.path "
                 "to a Hugging Face causal-LM directory (e.g. one `neurondeploy train` saved), model.s3_uri or "
                 "model.training_job",
             )
-        if container == "neurondeploy" and self.model.source_kind in ("s3-uri", "training-job"):
+        if source not in kind.model_sources and source in ("s3-uri", "training-job"):
             raise FieldIssue(
-                f"model.{self.model.source_kind.replace('-', '_')}",
-                "neurondeploy compiles the model here from a local copy; download it and give model.path",
+                f"model.{source.replace('-', '_')}",
+                f"{container} compiles the model here from a local copy; download it and give model.path",
             )
-        if self.model.hf_model_id and container == "neurondeploy":
+        if source not in kind.model_sources:
             raise FieldIssue(
                 "model.hf_model_id",
-                "model.hf_model_id is only for the hf-vllm / hf-tgi containers; give model.path for a model neurondeploy compiles",
+                f"model.hf_model_id is only for the {' / '.join(llms)} containers; give model.path for a model "
+                f"{container} compiles",
             )
-        if self.model.quantization != "none" and container == "neurondeploy":
+        if self.model.quantization != "none" and not kind.quantization:
             raise FieldIssue(
                 "model.quantization",
-                "weight quantization is done by NxD Inference in the hf-vllm / hf-tgi containers; "
+                f"weight quantization is done by NxD Inference in the {' / '.join(llms)} containers; "
                 "torch_neuronx.trace artifacts keep dtype weights: remove model.quantization",
             )
-        if (
-            container != "neurondeploy"
-            and self.deployment.container.secrets
-            and not self.deployment.container.image_uri
-        ):
+        if not kind.secret_env and self.deployment.container.secrets and not self.deployment.container.image_uri:
             raise FieldIssue(
                 "deployment.container.env",
                 f"container {container} starts its own entrypoint, which cannot read {{secret: ...}} / {{ssm: ...}} "
@@ -702,13 +723,15 @@ class InferenceSpec(SpecBase):
                 "tls",
                 "tls without certificate_arn needs dns (the certificate is validated through Route 53); add dns or certificate_arn",
             )
+        if self.deployment.platform not in kind.platforms:
+            platform = self.deployment.platform
+            hosts = [name for name in catalog.container_kinds() if platform in catalog.container_kind(name).platforms]
+            raise FieldIssue(
+                "deployment.container.kind",
+                f"container {container} runs on {' and '.join(PLATFORM_NAMES[p] for p in kind.platforms)} only; "
+                f"use platform {kind.platforms[0]}, or container kind {' or '.join(hosts)} on {platform}",
+            )
         if self.deployment.platform == "ec2":
-            if container != "neurondeploy":
-                raise FieldIssue(
-                    "deployment.container.kind",
-                    f"container {container} runs on SageMaker only; "
-                    "use platform sagemaker, or container kind neurondeploy on ec2",
-                )
             network = self.network
             if network.creates_vpc and network.availability_zones < 2:
                 raise FieldIssue(

@@ -22,7 +22,8 @@ PACKAGE = Path(neurondeploy.__file__).resolve().parent
 # share a layer do not import each other (the planner never imports aws; serving and training are separate).
 LAYERS: list[set[str]] = [
     {"", "errors", "archive"},  # the package root (version, lazy public API), errors, deterministic archives
-    {"specs", "catalog", "manifest"},  # manifest: what identifies an artifact, judged by engine, compiler, serving
+    {"catalog"},  # facts as data: the specs check against them (which container kinds exist, what each takes)
+    {"specs", "manifest"},  # manifest: what identifies an artifact, judged by engine, compiler, serving
     {"resources"},
     {"planner", "aws"},
     {"engine", "compiler"},

@@ -92,7 +92,7 @@ def target_from_spec(loaded: LoadedSpec) -> LlmTarget:
         )
     else:
         lm = load_directory(spec.model.resolved_path(loaded.base_dir).resolve())
-    return _checked(LlmTarget(lm, max_batch, max_model_len, spec.serving, spec.deployment.container.kind == "hf-tgi"))
+    return _checked(LlmTarget(lm, max_batch, max_model_len, spec.serving, "tgi" in spec.container.apis))
 
 
 def target_from_directory(path: Path, serving: ServingSpec) -> LlmTarget:
