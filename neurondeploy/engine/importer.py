@@ -17,9 +17,9 @@ from neurondeploy.engine.ownership import NEVER_ORPHANS
 from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.sweep import UNCHECKED, AwsCaller, Leftover, find_leftovers, zone_id
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.resources.retag import retag_request
-from neurondeploy.resources.route53 import find_record, owner_record_retag
-from neurondeploy.resources.tags import DEPLOYMENT_TAG, LINEAGE_TAG
+from neurondeploy.resources.kinds import Retag
+from neurondeploy.resources.registry import registry
+from neurondeploy.resources.tags import DEPLOYMENT_TAG
 
 
 class ImportRefused(NeurondeployError):
@@ -50,22 +50,27 @@ def import_deployment(
             f"nothing in {transport.region} carries {DEPLOYMENT_TAG}={name}",
             "check the name and --region (and --zone for its DNS records)",
         )
+    kinds = registry()
+    unknown = [
+        item for item in found if item.type not in kinds or not (kinds[item.type].retag or kinds[item.type].tagless)
+    ]
+    if unknown:  # before any change: an import is all or nothing
+        raise ImportRefused(
+            f"cannot import {name}: nothing says how to give {unknown[0].type} {unknown[0].id} this state's lineage",
+            "it was made by another neurondeploy version: import with that version; nothing was changed",
+        )
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
+    context = Retag(name, state.lineage, transport.region, account, AwsCaller(transport))
     kind = "training" if any(item.type == "sagemaker:training-job" for item in found) else "inference"
     retagged: list[Leftover] = []
     with state.lock(name, transport.region, kind):  # records the deployment (and keeps an apply out meanwhile)
         for item in found:
-            if item.lineage == state.lineage:
-                continue
-            if item.type == "route53:owner-record":
-                record = find_record(AwsCaller(transport), item.id)
-                request = owner_record_retag(item.id.split("|", 1)[0], record, name, state.lineage) if record else None
-            else:
-                request = retag_request(
-                    item.type, item.id, {LINEAGE_TAG: state.lineage}, region=transport.region, account=account
-                )
+            retag = kinds[item.type].retag
+            if item.lineage == state.lineage or retag is None:
+                continue  # already this state's, or it speaks through another object (records, scaling targets)
+            request = retag(context, item.id)
             if request is None:
-                continue  # speaks through another object (records, scaling targets)
+                continue  # gone since the scan
             transport.call(request.service, request.operation, request.params)
             say(f"imported {item.type} {item.id}")
             retagged.append(item)

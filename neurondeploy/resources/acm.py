@@ -9,6 +9,7 @@ from neurondeploy.resources.kinds import Attr, Describe, Find, Kind, Reader, Sca
 from neurondeploy.resources.model import Request, Resource, resource
 from neurondeploy.resources.naming import ownership_tags, tag_list
 from neurondeploy.resources.refs import ref
+from neurondeploy.resources.retag import acm_retag
 from neurondeploy.specs import InferenceSpec
 
 _VALIDATION = "Certificate.DomainValidationOptions[0].ResourceRecord"
@@ -81,6 +82,7 @@ def _acm_tags(aws: Reader, obj: dict, ids: Mapping) -> Any:
 KINDS = (
     Kind(
         "acm:certificate",
+        retag=acm_retag,
         describe=Describe(
             Request("acm", "DescribeCertificate", {"CertificateArn": it("CertificateArn")}),
             "Certificate",

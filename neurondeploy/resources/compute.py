@@ -27,6 +27,7 @@ from neurondeploy.resources.naming import (
     toolkit_prefix,
 )
 from neurondeploy.resources.refs import find_refs, ref
+from neurondeploy.resources.retag import autoscaling_group_retag, ec2_retag
 from neurondeploy.specs import InferenceSpec
 from neurondeploy.specs.inference import SERVING_ENV, serving_env_value
 from neurondeploy.specs.screening import control_character_problem
@@ -421,6 +422,7 @@ def _terminate_instance(d: Caller, instance_id: str) -> bool:
 KINDS = (
     Kind(
         "ec2:instance",
+        retag=ec2_retag,
         find=tagged(
             "ec2:instance",
             Request(
@@ -438,6 +440,7 @@ KINDS = (
     ),
     Kind(
         "ec2:launch-template",
+        retag=ec2_retag,
         describe=Describe(
             Request("ec2", "DescribeLaunchTemplates", {"LaunchTemplateIds": [it("LaunchTemplateId")]}),
             "LaunchTemplates[0]",
@@ -455,6 +458,7 @@ KINDS = (
     ),
     Kind(
         "ec2:network-interface",
+        retag=ec2_retag,
         find=tagged(
             "ec2:network-interface",
             Request("ec2", "DescribeNetworkInterfaces", {"Filters": TAGGED}),
@@ -468,6 +472,7 @@ KINDS = (
     ),
     Kind(
         "ec2:volume",
+        retag=ec2_retag,
         find=tagged(
             "ec2:volume",
             Request("ec2", "DescribeVolumes", {"Filters": [*TAGGED, {"Name": "status", "Values": _VOLUME_STATES}]}),
@@ -481,6 +486,7 @@ KINDS = (
     ),
     Kind(
         "autoscaling:group",
+        retag=autoscaling_group_retag,
         describe=Describe(
             Request(
                 "autoscaling", "DescribeAutoScalingGroups", {"AutoScalingGroupNames": [it("AutoScalingGroupName")]}

@@ -9,6 +9,7 @@ from neurondeploy.resources.kinds import Attr, Caller, Describe, Find, Kind, Rea
 from neurondeploy.resources.model import Request, Resource, Wait, resource
 from neurondeploy.resources.naming import aws_name, ownership_tags, tag_list
 from neurondeploy.resources.refs import ref
+from neurondeploy.resources.retag import elbv2_retag
 from neurondeploy.specs import InferenceSpec
 
 ELB_NAME_MAX = 32  # LoadBalancerName / TargetGroupName
@@ -295,9 +296,10 @@ def _delete_load_balancer(d: Caller, arn: str) -> bool:
 
 KINDS = (
     # A target group's registrations (the Auto Scaling group's instances): its id is the target group's ARN.
-    Kind("elbv2:target-registration", find=_FIND, delete=_deregister_targets, order=80),
+    Kind("elbv2:target-registration", tagless=True, find=_FIND, delete=_deregister_targets, order=80),
     Kind(
         "elbv2:listener",
+        retag=elbv2_retag,
         describe=Describe(
             Request("elbv2", "DescribeListeners", {"ListenerArns": [it("ListenerArn")]}),
             "Listeners[0]",
@@ -318,6 +320,7 @@ KINDS = (
     ),
     Kind(
         "elbv2:load-balancer",
+        retag=elbv2_retag,
         describe=Describe(
             Request("elbv2", "DescribeLoadBalancers", {"LoadBalancerArns": [it("LoadBalancerArn")]}),
             "LoadBalancers[0]",
@@ -335,6 +338,7 @@ KINDS = (
     ),
     Kind(
         "elbv2:target-group",
+        retag=elbv2_retag,
         describe=Describe(
             Request("elbv2", "DescribeTargetGroups", {"TargetGroupArns": [it("TargetGroupArn")]}),
             "TargetGroups[0]",

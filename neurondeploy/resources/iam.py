@@ -25,6 +25,7 @@ from neurondeploy.resources.naming import (
     tag_list,
 )
 from neurondeploy.resources.refs import ref
+from neurondeploy.resources.retag import iam_instance_profile_retag, iam_role_retag
 from neurondeploy.specs import Spec
 
 ROLE_PATH = "/neurondeploy/"
@@ -377,6 +378,7 @@ def _delete_role(d: Caller, name: str) -> bool:
 KINDS = (
     Kind(
         "iam:instance-profile",
+        retag=iam_instance_profile_retag,
         describe=Describe(
             Request("iam", "GetInstanceProfile", {"InstanceProfileName": it("InstanceProfileName")}),
             "InstanceProfile",
@@ -388,6 +390,7 @@ KINDS = (
     ),
     Kind(
         "iam:role",
+        retag=iam_role_retag,
         describe=Describe(Request("iam", "GetRole", {"RoleName": it("RoleName")}), "Role", extra=_compare_role),
         find=_FIND,
         delete=_delete_role,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from neurondeploy.resources.model import Request
-from neurondeploy.resources.naming import DEPLOYMENT_TAG
+from neurondeploy.resources.naming import DEPLOYMENT_TAG, LINEAGE_TAG
 from neurondeploy.resources.refs import ref, resolve
 
 # --- what the engine hands a record's functions ----------------------------------------------------------------
@@ -68,6 +68,21 @@ class Scan(Protocol):
     def add(self, kind: str, ident: str, detail: str, where: str | None = None, *, tags: Any = None) -> None:
         """Report one leftover; ``where`` is its region (default: the sweep's), "global" for IAM and Route 53;
         ``tags`` as found (a Key/Value list or a dict): they say which state owns it and which resource it is."""
+
+
+@dataclass(frozen=True)
+class Retag:
+    """What a kind's retagger gets besides the object's id (`neurondeploy import`)."""
+
+    deployment: str
+    lineage: str  # the state's, which the object is to carry
+    region: str
+    account: str
+    aws: Caller  # reads, for a kind whose retag rewrites what is there (the ownership TXT record)
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return {LINEAGE_TAG: self.lineage}
 
 
 # --- the record ----------------------------------------------------------------------------------------------
@@ -142,6 +157,11 @@ class Kind:
     # Brings a recorded object back to what its create requests ask, whatever it is now (an update in place, and
     # the refresh's put-back): converge(caller, its ids, Expected of the new create requests) -> what it did.
     converge: Callable[[Caller, Mapping[str, Any], Expected], list[str]] | None = None
+    # `neurondeploy import`: the request that gives a found object of this kind a state's lineage (None when it
+    # cannot be built: the object is gone), or tagless when the kind carries no tags of its own (another object
+    # speaks for it: a record's ownership TXT record, a scaling target's endpoint). A found kind has one or the other.
+    retag: Callable[[Retag, str], Request | None] | None = None
+    tagless: bool = False
 
 
 # --- helpers for the records ---------------------------------------------------------------------------------

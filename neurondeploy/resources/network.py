@@ -16,6 +16,7 @@ from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Expecte
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, lookup, resource
 from neurondeploy.resources.naming import bucket_name, ec2_tags, partition
 from neurondeploy.resources.refs import ref
+from neurondeploy.resources.retag import ec2_retag
 from neurondeploy.specs import Spec
 
 # List prices, us-east-1, unconfirmed (aws.amazon.com/vpc/pricing: NAT gateway $0.045/h plus $0.045/GB
@@ -623,6 +624,7 @@ def _delete_internet_gateway(d: Caller, gateway_id: str) -> bool:
 KINDS = (
     Kind(
         "ec2:vpc",
+        retag=ec2_retag,
         describe=Describe(
             Request("ec2", "DescribeVpcs", {"VpcIds": [it("VpcId")]}),
             "Vpcs[0]",
@@ -636,6 +638,7 @@ KINDS = (
     ),
     Kind(
         "ec2:flow-log",
+        retag=ec2_retag,
         describe=Describe(Request("ec2", "DescribeFlowLogs", {"FlowLogIds": [it("FlowLogId")]}), "FlowLogs[0]"),
         find=tagged(
             "ec2:flow-log",
@@ -651,6 +654,7 @@ KINDS = (
     ),
     Kind(
         "ec2:subnet",
+        retag=ec2_retag,
         describe=Describe(
             Request("ec2", "DescribeSubnets", {"SubnetIds": [it("SubnetId")]}),
             "Subnets[0]",
@@ -675,6 +679,7 @@ KINDS = (
     ),
     Kind(
         "ec2:internet-gateway",
+        retag=ec2_retag,
         describe=Describe(
             Request("ec2", "DescribeInternetGateways", {"InternetGatewayIds": [it("InternetGatewayId")]}),
             "InternetGateways[0]",
@@ -692,6 +697,7 @@ KINDS = (
     ),
     Kind(
         "ec2:route-table",
+        retag=ec2_retag,
         describe=Describe(
             Request("ec2", "DescribeRouteTables", {"RouteTableIds": [it("RouteTableId")]}),
             "RouteTables[0]",
@@ -708,7 +714,8 @@ KINDS = (
         order=250,
     ),
     Kind(
-        "ec2:route-table-association",  # goes with its route table
+        "ec2:route-table-association",
+        retag=ec2_retag,  # goes with its route table
         describe=Describe(
             Request(
                 "ec2",
@@ -722,6 +729,7 @@ KINDS = (
     ),
     Kind(
         "ec2:elastic-ip",
+        retag=ec2_retag,
         describe=Describe(Request("ec2", "DescribeAddresses", {"AllocationIds": [it("AllocationId")]}), "Addresses[0]"),
         find=tagged(
             "ec2:elastic-ip",
@@ -737,6 +745,7 @@ KINDS = (
     ),
     Kind(
         "ec2:nat-gateway",
+        retag=ec2_retag,
         describe=Describe(
             Request("ec2", "DescribeNatGateways", {"NatGatewayIds": [it("NatGatewayId")]}),
             "NatGateways[0]",
@@ -759,6 +768,7 @@ KINDS = (
     ),
     Kind(
         "ec2:security-group",
+        retag=ec2_retag,
         describe=Describe(
             Request("ec2", "DescribeSecurityGroups", {"GroupIds": [it("GroupId")]}), "SecurityGroups[0]", extra=_ingress
         ),
@@ -775,7 +785,8 @@ KINDS = (
         order=230,
     ),
     Kind(
-        "ec2:default-security-group",  # goes with its VPC
+        "ec2:default-security-group",
+        retag=ec2_retag,  # goes with its VPC
         describe=Describe(
             Request("ec2", "DescribeSecurityGroups", {"GroupIds": [it("GroupId")]}),
             "SecurityGroups[0]",
@@ -785,6 +796,7 @@ KINDS = (
     ),
     Kind(
         "ec2:security-group-ingress",
+        retag=ec2_retag,
         describe=Describe(
             Request("ec2", "DescribeSecurityGroups", {"GroupIds": [it("GroupId")]}),
             "SecurityGroups[0]",
@@ -795,6 +807,7 @@ KINDS = (
     ),
     Kind(
         "ec2:security-group-rule",
+        retag=ec2_retag,
         describe=Describe(
             Request("ec2", "DescribeSecurityGroupRules", {"SecurityGroupRuleIds": [it("SecurityGroupRuleId")]}),
             "SecurityGroupRules[0]",

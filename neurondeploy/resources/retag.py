@@ -1,44 +1,54 @@
-"""The request that puts tags on an object the sweep found (``neurondeploy import`` moves a deployment into a
-state by giving its objects that state's lineage). Pure: a type, an id and tags in, one request out."""
+"""Retaggers: the request that gives an object the sweep found this state's lineage (``neurondeploy import``
+moves a deployment into a state that way). Each kind's record names its own (:attr:`Kind.retag`); these are the
+ones the services share. Pure: a context and an id in, one request out."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 
+from neurondeploy.resources.kinds import Retag
 from neurondeploy.resources.model import Request
 from neurondeploy.resources.naming import partition, tag_list
 
-# Types the sweep names by an EC2 id (vpc-, subnet-, sg-, igw-, rtb-, nat-, eipalloc-, lt-, sgr-, vol-, eni-)
-_EC2 = "ec2:"
-_SAGEMAKER_ARN_TYPES = {
-    "sagemaker:endpoint": "endpoint",
-    "sagemaker:endpoint-config": "endpoint-config",
-    "sagemaker:model": "model",
-    "sagemaker:training-job": "training-job",
-}
+
+def ec2_retag(context: Retag, ident: str) -> Request:
+    """Every EC2 object the sweep names by its id (vpc-, subnet-, sg-, igw-, rtb-, nat-, eipalloc-, lt-, sgr-,
+    i-, vol-, eni-, fl-)."""
+    return Request("ec2", "CreateTags", {"Resources": [ident], "Tags": tag_list(context.tags)})
 
 
-def retag_request(kind: str, ident: str, tags: Mapping[str, str], *, region: str, account: str) -> Request | None:
-    """Tags ``tags`` onto the object ``ident`` of type ``kind``; None for types that carry no tags of their own
-    (Route 53 records: their ownership TXT record speaks for them; scaling targets: their endpoint does)."""
-    pairs = tag_list(tags)
-    if kind.startswith(_EC2):
-        return Request("ec2", "CreateTags", {"Resources": [ident], "Tags": pairs})
-    if kind.startswith("elbv2:") and kind != "elbv2:target-registration":
-        return Request("elbv2", "AddTags", {"ResourceArns": [ident], "Tags": pairs})
-    if kind == "acm:certificate":
-        return Request("acm", "AddTagsToCertificate", {"CertificateArn": ident, "Tags": pairs})
-    if kind == "iam:role":
-        return Request("iam", "TagRole", {"RoleName": ident, "Tags": pairs})
-    if kind == "iam:instance-profile":
-        return Request("iam", "TagInstanceProfile", {"InstanceProfileName": ident, "Tags": pairs})
-    if kind == "autoscaling:group":
-        group_tags = [
-            {"ResourceId": ident, "ResourceType": "auto-scaling-group", "PropagateAtLaunch": True, **pair}
-            for pair in pairs
-        ]
-        return Request("autoscaling", "CreateOrUpdateTags", {"Tags": group_tags})
-    if kind in _SAGEMAKER_ARN_TYPES:
-        arn = f"arn:{partition(region)}:sagemaker:{region}:{account}:{_SAGEMAKER_ARN_TYPES[kind]}/{ident.lower()}"
-        return Request("sagemaker", "AddTags", {"ResourceArn": arn, "Tags": pairs})
-    return None
+def elbv2_retag(context: Retag, ident: str) -> Request:
+    return Request("elbv2", "AddTags", {"ResourceArns": [ident], "Tags": tag_list(context.tags)})
+
+
+def acm_retag(context: Retag, ident: str) -> Request:
+    return Request("acm", "AddTagsToCertificate", {"CertificateArn": ident, "Tags": tag_list(context.tags)})
+
+
+def iam_role_retag(context: Retag, ident: str) -> Request:
+    return Request("iam", "TagRole", {"RoleName": ident, "Tags": tag_list(context.tags)})
+
+
+def iam_instance_profile_retag(context: Retag, ident: str) -> Request:
+    return Request("iam", "TagInstanceProfile", {"InstanceProfileName": ident, "Tags": tag_list(context.tags)})
+
+
+def autoscaling_group_retag(context: Retag, ident: str) -> Request:
+    group_tags = [
+        {"ResourceId": ident, "ResourceType": "auto-scaling-group", "PropagateAtLaunch": True, **pair}
+        for pair in tag_list(context.tags)
+    ]
+    return Request("autoscaling", "CreateOrUpdateTags", {"Tags": group_tags})
+
+
+def sagemaker_retag(resource_type: str) -> Callable[[Retag, str], Request]:
+    """SageMaker objects are named by their name; AddTags takes their ARN (``<resource_type>/<lowercase name>``)."""
+
+    def retag(context: Retag, ident: str) -> Request:
+        arn = (
+            f"arn:{partition(context.region)}:sagemaker:{context.region}:{context.account}:"
+            f"{resource_type}/{ident.lower()}"
+        )
+        return Request("sagemaker", "AddTags", {"ResourceArn": arn, "Tags": tag_list(context.tags)})
+
+    return retag

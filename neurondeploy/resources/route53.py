@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from neurondeploy.resources.kinds import Caller, Describe, Expected, Find, Kind, Scan, done, it
+from neurondeploy.resources.kinds import Caller, Describe, Expected, Find, Kind, Retag, Scan, done, it
 from neurondeploy.resources.model import Request, Resource, Wait, resource
 from neurondeploy.resources.refs import contains_ref, ref
 from neurondeploy.resources.tags import DEPLOYMENT_TAG, LINEAGE, LINEAGE_TAG
@@ -240,11 +240,20 @@ def _compare_record(aws: Caller, record: dict, ids: Mapping, expected: Expected)
     return problems
 
 
+def _retag_owner_record(context: Retag, ident: str) -> Request | None:
+    """An ownership TXT record has no tags: its value names the lineage, so it is rewritten (None: it is gone)."""
+    record = find_record(context.aws, ident)
+    if record is None:
+        return None
+    return owner_record_retag(ident.split("|", 1)[0], record, context.deployment, context.lineage)
+
+
 KINDS = (
     # The recorded delete request holds the whole record: what it should be, with or without create requests.
     # In state every record is route53:record; the sweep tells the ownership TXT records apart (deleted last).
     Kind(
         "route53:record",
+        tagless=True,
         describe=Describe(
             Request(
                 "route53",
@@ -265,5 +274,5 @@ KINDS = (
         delete=_delete_record,
         order=130,
     ),
-    Kind("route53:owner-record", find=_FIND, delete=_delete_record, order=140),
+    Kind("route53:owner-record", retag=_retag_owner_record, find=_FIND, delete=_delete_record, order=140),
 )

@@ -34,6 +34,7 @@ from neurondeploy.resources.precompiled import (
     uses_precompiled,
     without_hub_token,
 )
+from neurondeploy.resources.retag import sagemaker_retag
 from neurondeploy.resources.sagemaker import (
     FIND_SAGEMAKER,
     NAME_MAX,
@@ -426,7 +427,8 @@ def _delete_endpoint(d: Caller, name: str) -> bool:
 # a new name. Scalable targets' tags are not read (moto has no ListTagsForResource for them).
 KINDS = (
     Kind(
-        "application-autoscaling:scalable-target",  # its id: "<namespace>|<dimension>|<resource id>"
+        "application-autoscaling:scalable-target",
+        tagless=True,  # its id: "<namespace>|<dimension>|<resource id>"
         describe=Describe(
             Request(
                 "application-autoscaling",
@@ -451,6 +453,7 @@ KINDS = (
     ),
     Kind(
         "sagemaker:endpoint",
+        retag=sagemaker_retag("endpoint"),
         describe=Describe(
             Request("sagemaker", "DescribeEndpoint", {"EndpointName": it("EndpointName")}),
             "@",
@@ -465,6 +468,7 @@ KINDS = (
     ),
     Kind(
         "sagemaker:endpoint-config",
+        retag=sagemaker_retag("endpoint-config"),
         describe=Describe(
             Request("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": it("EndpointConfigName")}),
             "@",
@@ -476,6 +480,7 @@ KINDS = (
     ),
     Kind(
         "sagemaker:model",
+        retag=sagemaker_retag("model"),
         describe=Describe(
             Request("sagemaker", "DescribeModel", {"ModelName": it("ModelName")}), "@", tags=tags_by_arn("ModelArn")
         ),

@@ -17,6 +17,7 @@ from neurondeploy.resources.naming import (
     s3_prefix_arn,
     source_uri,
 )
+from neurondeploy.resources.retag import sagemaker_retag
 from neurondeploy.resources.sagemaker import (
     FIND_SAGEMAKER,
     NAME_MAX,
@@ -268,4 +269,12 @@ def _stop_training_job(d: Caller, name: str) -> bool:
 
 
 # Not checked by drift: a job ends by design (`status` reports it). It cannot be deleted: a running one is stopped.
-KINDS = (Kind("sagemaker:training-job", find=FIND_SAGEMAKER, delete=_stop_training_job, order=50),)
+KINDS = (
+    Kind(
+        "sagemaker:training-job",
+        retag=sagemaker_retag("training-job"),
+        find=FIND_SAGEMAKER,
+        delete=_stop_training_job,
+        order=50,
+    ),
+)
