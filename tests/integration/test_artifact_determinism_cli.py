@@ -12,16 +12,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.sagemaker import MINILM, artifact_uri_of
 
 from neurondeploy.archive import artifact_digest
 from neurondeploy.cli.main import main
 from neurondeploy.engine.uploads import SHA256_METADATA
 
-from . import test_sagemaker_endpoint
 from .test_compile import FIXTURES
-from .test_sagemaker_endpoint import MINILM, artifact_uri_of
-
-sagemaker_world = test_sagemaker_endpoint.sagemaker_world  # moto patched for SageMaker on Inf2, the image in ECR
 
 pytestmark = [
     pytest.mark.integration,

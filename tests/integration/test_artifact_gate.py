@@ -7,15 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from support.ec2_deployment import REPO
 
 from neurondeploy.compiler.artifact import ArtifactError, read_manifest
 from neurondeploy.planner.artifact_target import CPU_STANDIN_ENV, artifact_target, gate_artifact
 from neurondeploy.specs import load_spec
-
-from . import test_apply
-from .test_apply import REPO
-
-artifact = test_apply.artifact  # a CPU-traced artifact (backend cpu, target inf2)
 
 pytestmark = pytest.mark.integration
 SAGEMAKER = REPO / "templates" / "minilm-sagemaker.yaml"

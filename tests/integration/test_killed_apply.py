@@ -15,8 +15,7 @@ import sys
 import textwrap
 
 import pytest
-
-from .test_apply import AMI_PARAMETER, NAME, artifact, count_resources, tagged, transport, world  # noqa: F401
+from support.ec2_deployment import AMI_PARAMETER, NAME, count_resources, tagged, transport
 
 pytestmark = [
     pytest.mark.integration,

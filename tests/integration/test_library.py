@@ -15,8 +15,6 @@ import neurondeploy
 from neurondeploy.ops import apply as ops_apply
 from neurondeploy.ops import train as ops_train
 
-from .test_sagemaker_endpoint import sagemaker_world  # noqa: F401  (moto's inf2 gap and the serving image)
-
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

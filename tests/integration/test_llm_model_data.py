@@ -10,19 +10,9 @@ import tarfile
 
 import pytest
 import torch
+from support.sagemaker import REPO, Live, apply, destroy_and_prove_empty, expected, load, operations
 
 from neurondeploy.engine.state import StateStore
-
-from .test_sagemaker_endpoint import (  # noqa: F401  sagemaker_world is a fixture
-    REPO,
-    Live,
-    apply,
-    destroy_and_prove_empty,
-    expected,
-    load,
-    operations,
-    sagemaker_world,
-)
 
 pytestmark = pytest.mark.integration
 TEMPLATE = REPO / "templates" / "tiny-lm-serve-local.yaml"

@@ -15,16 +15,14 @@ import subprocess
 import sys
 
 import pytest
+from support.cli import run_cli
+from support.ec2_deployment import FIXTURES, REPO
 
 from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.state import StateStore
 from neurondeploy.replay.training_container import run_training_container
 from neurondeploy.resources.precompiled import load_budget
 from neurondeploy.resources.validation import check_request
-
-from .test_apply import FIXTURES, REPO
-from .test_remote_compile import cli
-from .test_sagemaker_endpoint import sagemaker_world  # noqa: F401  (fixture: ml.inf2 in moto, our image in ECR)
 
 pytestmark = pytest.mark.integration
 TEMPLATE = REPO / "templates" / "llama3-8b-vllm-sagemaker.yaml"
@@ -63,7 +61,7 @@ def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sag
     env = {**os.environ, "NEURONDEPLOY_CACHE_DIR": str(tmp_path / "laptop-cache")}
     state = str(tmp_path / "state.db")
 
-    started = cli("compile", str(spec), "--remote", "--no-wait", "--json", "--state", state, env=env)
+    started = run_cli("compile", str(spec), "--remote", "--no-wait", "--json", "--state", state, env=env)
     assert started.returncode == 0, started.stderr
     summary = json.loads(started.stdout)
     key = summary["artifact_key"]
@@ -133,7 +131,7 @@ def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sag
     }
 
     # the same key again: found in S3, no CreateTrainingJob sent
-    again = cli("compile", str(spec), "--remote", "--json", "--state", state, env=env)
+    again = run_cli("compile", str(spec), "--remote", "--json", "--state", state, env=env)
     assert again.returncode == 0, again.stderr
     cached = json.loads(again.stdout)
     assert cached["status"] == "cached" and cached["job_name"] is None and cached["artifact_key"] == key
@@ -142,7 +140,7 @@ def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sag
     assert size == sum(o["Size"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"])
 
     # apply: the endpoint loads the exported model from S3, without the Hub, its token or a compile
-    applied = cli("apply", str(spec), "--yes", "--json", "--state", state, env=env)
+    applied = run_cli("apply", str(spec), "--yes", "--json", "--state", state, env=env)
     assert applied.returncode == 0, applied.stderr
     budget, why = load_budget(size)
     assert f"startup health-check budget {budget} s ({why}), was 3600 s" in applied.stderr

@@ -10,6 +10,16 @@ NEURONDEPLOY_EVERY_K=1 loses every mutating call in turn, as .ci/run does once m
 from __future__ import annotations
 
 import pytest
+from support.ec2_deployment import (
+    NAME,
+    apply_once,
+    artifact_key,
+    count_resources,
+    fault_rounds,
+    tagged,
+    transport,
+    zone_and_spec,
+)
 
 from neurondeploy.aws.transport import AwsCallError, AwsTransport, is_mutating
 from neurondeploy.engine.destroy import destroy
@@ -20,19 +30,6 @@ from neurondeploy.resources.model import PlanContext
 from neurondeploy.resources.route53 import OWNER_PREFIX
 from neurondeploy.resources.s3 import shared_bucket_resource
 from neurondeploy.resources.tags import RESOURCE_TAG, tag_value
-
-from .test_apply import (  # noqa: F401  (fixtures)
-    NAME,
-    apply_once,
-    artifact,
-    artifact_key,
-    count_resources,
-    fault_rounds,
-    tagged,
-    transport,
-    world,
-    zone_and_spec,
-)
 
 pytestmark = [
     pytest.mark.integration,

@@ -6,20 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.ec2_deployment import NAME, apply_once, tagged, transport
 
 from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.state import StateStore
 from neurondeploy.specs import parse_spec
-
-from .test_apply import (  # noqa: F401  (fixtures)
-    NAME,
-    apply_once,
-    artifact,
-    tagged,
-    transport,
-    world,
-)
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("cpu_standin")]
 

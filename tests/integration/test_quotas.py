@@ -16,6 +16,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.ec2_deployment import AMI_PARAMETER, NAME, apply_once, tagged, transport
+from support.sagemaker import MINILM, load
+from support.sagemaker import apply as apply_endpoint
 
 from neurondeploy.cli.main import main
 from neurondeploy.engine.apply import apply_spec
@@ -23,16 +26,11 @@ from neurondeploy.engine.quotas import READ_ATTEMPTS, QuotaTooLow, check_quotas
 from neurondeploy.engine.state import StateStore
 from neurondeploy.specs import load_spec
 
-from . import test_apply, test_sagemaker_endpoint, test_training_job
-from .test_apply import AMI_PARAMETER, NAME, apply_once, tagged, transport
-from .test_sagemaker_endpoint import MINILM, load
-from .test_sagemaker_endpoint import apply as apply_endpoint
+from . import test_training_job
 from .test_training_job import TEMPLATE as TRAINING_TEMPLATE
 from .test_training_job import run as run_cli
 
 # Fixtures shared with the apply, endpoint and training tests.
-artifact, world = test_apply.artifact, test_apply.world
-sagemaker_world = test_sagemaker_endpoint.sagemaker_world
 spec_file = test_training_job.spec_file
 
 pytestmark = [

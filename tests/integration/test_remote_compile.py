@@ -9,20 +9,17 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
 
 import pytest
+from support.cli import run_cli
+from support.ec2_deployment import FIXTURES, REPO
 
 from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.state import StateStore
 from neurondeploy.planner.artifact_target import CPU_STANDIN_ENV
 from neurondeploy.replay.training_container import run_training_container
 from neurondeploy.resources.validation import check_request
-
-from .test_apply import FIXTURES, REPO
-from .test_sagemaker_endpoint import sagemaker_world  # noqa: F401  (fixture: ml.inf2 in moto, our image in ECR)
 
 pytestmark = pytest.mark.integration
 TEMPLATE = REPO / "templates" / "minilm-sagemaker.yaml"
@@ -46,24 +43,13 @@ def tiny_spec(tmp_path):
     return path
 
 
-def cli(*args, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "neurondeploy.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        timeout=600,
-    )
-
-
 def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagemaker_world, tmp_path, tiny_spec):  # noqa: F811
     aws = sagemaker_world
     env = {k: v for k, v in os.environ.items() if k != CPU_STANDIN_ENV}
     env["NEURONDEPLOY_CACHE_DIR"] = str(tmp_path / "laptop-cache")
     state = str(tmp_path / "state.db")
 
-    started = cli("compile", str(tiny_spec), "--remote", "--no-wait", "--json", "--state", state, env=env)
+    started = run_cli("compile", str(tiny_spec), "--remote", "--no-wait", "--json", "--state", state, env=env)
     assert started.returncode == 0, started.stderr
     summary = json.loads(started.stdout)
     job_name = summary["job_name"]
@@ -108,7 +94,7 @@ def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagem
 
     # the same key again, from another machine's empty local cache: found in S3, no second job
     env["NEURONDEPLOY_CACHE_DIR"] = str(tmp_path / "other-cache")
-    again = cli("compile", str(tiny_spec), "--remote", "--json", "--state", state, env=env)
+    again = run_cli("compile", str(tiny_spec), "--remote", "--json", "--state", state, env=env)
     assert again.returncode == 0, again.stderr
     cached = json.loads(again.stdout)
     assert cached["status"] == "cached" and cached["job_name"] is None
@@ -116,7 +102,7 @@ def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagem
     assert len(aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1
 
     # apply, without any CPU stand-in, takes the Neuron artifact from the cache and passes the gate
-    applied = cli("apply", str(tiny_spec), "--yes", "--json", "--state", state, env=env)
+    applied = run_cli("apply", str(tiny_spec), "--yes", "--json", "--state", state, env=env)
     assert applied.returncode == 0, applied.stderr
     assert "compile --remote left in the compile cache" in applied.stderr
     models = aws.client("sagemaker").list_models()["Models"]

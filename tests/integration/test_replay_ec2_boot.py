@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.ec2_deployment import NAME, apply_once
 
 from neurondeploy.engine.state import StateStore
 from neurondeploy.replay.ec2_boot import replay_boot
@@ -18,8 +19,6 @@ from neurondeploy.replay.sandbox import ReplayError
 from neurondeploy.specs import parse_spec
 from neurondeploy.standin import CPU_STANDIN_ENV, CPU_STANDIN_REASON
 from neurondeploy.wheel import toolkit_wheel
-
-from .test_apply import NAME, apply_once, artifact, world  # noqa: F401  (fixtures)
 
 # apply sends a CPU trace to inf2 here, then the replay runs it on the CPU: both say so (NEURONDEPLOY_CPU_STANDIN)
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("cpu_standin")]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.ec2_deployment import transport
+from support.sagemaker import MINILM, load
 
 from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
@@ -23,8 +25,6 @@ from neurondeploy.resources.sagemaker_endpoint import create_endpoint_config_req
 from neurondeploy.standin import CPU_STANDIN_ENV, CPU_STANDIN_REASON
 from neurondeploy.wheel import toolkit_wheel
 
-from .test_apply import artifact, transport  # noqa: F401  (fixture)
-from .test_sagemaker_endpoint import MINILM, load, sagemaker_world  # noqa: F401  (fixture)
 from .test_serving import eager_embeddings
 
 # apply sends a CPU trace to inf2 here, then the replay runs it on the CPU: both say so (NEURONDEPLOY_CPU_STANDIN)

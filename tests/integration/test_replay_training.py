@@ -11,13 +11,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from support.ec2_deployment import transport
 
 from neurondeploy.cli.main import main
 from neurondeploy.engine.state import StateStore
 from neurondeploy.replay.sandbox import ReplayError
 from neurondeploy.replay.training import replay_training_job, to_cmd_args
-
-from .test_apply import transport
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).parents[2]

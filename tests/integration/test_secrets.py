@@ -15,14 +15,12 @@ import sys
 
 import pytest
 import yaml
+from support.cli import run_cli
+from support.ec2_deployment import AMI_PARAMETER
 
 from neurondeploy.aws.secrets import SecretEnvError, resolve_secret_env
 from neurondeploy.specs.inference import SECRET_ENV
 
-from . import test_apply
-from .test_apply import AMI_PARAMETER, world  # noqa: F401  (world: a fixture)
-
-artifact = test_apply.artifact
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("cpu_standin")]  # CPU artifact on purpose
 TOKEN = "hf_SuperSecretValue_7f3a9c"
 PASSWORD = "db-Pa55word-91c2e"
@@ -36,16 +34,6 @@ def secrets(aws):
     return {"HF_TOKEN": {"secret": arn}, "DB_PASSWORD": {"ssm": parameter}}
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "neurondeploy.cli", *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=600,
-    )
-
-
 def test_no_secret_value_in_what_plan_apply_and_status_write(aws, world, secrets, artifact, tmp_path):  # noqa: F811
     loaded, _zone = world
     data = yaml.safe_load(open(loaded.source.file))
@@ -55,11 +43,11 @@ def test_no_secret_value_in_what_plan_apply_and_status_write(aws, world, secrets
     state = tmp_path / "state.db"
     image = ["--ami-ssm-parameter", AMI_PARAMETER]
 
-    planned = cli("plan", str(spec), "--json", "--out", str(tmp_path / "plan.json"), *image)
+    planned = run_cli("plan", str(spec), "--json", "--out", str(tmp_path / "plan.json"), *image)
     assert planned.returncode == 0, planned.stderr
-    applied = cli("apply", str(spec), "--artifact", str(artifact), "--yes", "--state", str(state), *image)
+    applied = run_cli("apply", str(spec), "--artifact", str(artifact), "--yes", "--state", str(state), *image)
     assert applied.returncode == 0, applied.stderr
-    status = cli("status", "minilm-web", "--json", "--state", str(state))
+    status = run_cli("status", "minilm-web", "--json", "--state", str(state))
     assert status.returncode == 0, status.stderr
 
     ec2 = aws.client("ec2")

@@ -7,13 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from support.ec2_deployment import NAME, apply_once, tagged, transport
 
 from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.state import DeploymentLocked, ResourceState
 from neurondeploy.engine.state_s3 import S3StateStore, open_state
-
-from .test_apply import NAME, apply_once, artifact, tagged, transport, world  # noqa: F401  (fixtures)
 
 pytestmark = [
     pytest.mark.integration,

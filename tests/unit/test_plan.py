@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import run_cli
 
 from neurondeploy.engine.saved_plans import load_saved_plan, save_plan
 from neurondeploy.errors import PlanError
@@ -109,13 +110,7 @@ def test_apply_with_a_saved_plan_refuses_a_stale_or_foreign_one_before_any_aws_c
     saved = tmp_path / "plan.json"
 
     def cli(*args: str) -> subprocess.CompletedProcess:  # no credentials: reaching AWS would fail differently
-        return subprocess.run(
-            [sys.executable, "-m", "neurondeploy.cli", *args],
-            capture_output=True,
-            text=True,
-            env=NO_CREDENTIALS,
-            timeout=60,
-        )
+        return run_cli(*args, env=NO_CREDENTIALS, timeout=60)
 
     assert cli("plan", str(spec), "--out", str(saved)).returncode == 0
     reviewed = json.loads(saved.read_text())

@@ -6,10 +6,10 @@ and by plan, which never walks the tree it refuses."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import pytest
+from support.cli import run_cli
 
 from neurondeploy.errors import SpecError
 from neurondeploy.specs import parse_spec
@@ -18,9 +18,7 @@ SPEC = "kind: training\nname: job\nentry_point: {entry}\nsource_dir: {source}\n"
 
 
 def cli(command: str, spec) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "neurondeploy.cli", command, str(spec)], capture_output=True, text=True, timeout=120
-    )
+    return run_cli(command, str(spec), timeout=120)
 
 
 @pytest.fixture
