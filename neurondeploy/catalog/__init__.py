@@ -10,6 +10,7 @@ sagemaker-core.
 from __future__ import annotations
 
 from neurondeploy.catalog.containers import ContainerKind, container_kind, container_kinds, llm_container_kinds
+from neurondeploy.catalog.dlc_releases import DlcRelease, dlc_releases
 from neurondeploy.catalog.images import (
     ImageTag,
     dlc_account,
@@ -50,6 +51,8 @@ from neurondeploy.catalog.sdk import (
 )
 
 __all__ = [
+    "DlcRelease",
+    "dlc_releases",
     "ContainerKind",
     "container_kind",
     "container_kinds",
