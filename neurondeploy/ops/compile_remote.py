@@ -126,18 +126,10 @@ def start_remote_compile(
             on_event=on_event,
         )
     if export:
-        return RemoteCompileJob(
-            spec.name,
-            job_name,
-            attached,
-            cache_uri,
-            artifact_key,
-            "export job",
-            precompiled_prefix(cache_uri, artifact_key),
-        )
-    return RemoteCompileJob(
-        spec.name, job_name, attached, cache_uri, artifact_key, "compile job", f"{cache_uri}/{artifact_key}"
-    )
+        label, destination = "export job", precompiled_prefix(cache_uri, artifact_key)
+    else:
+        label, destination = "compile job", f"{cache_uri}/{artifact_key}"
+    return RemoteCompileJob(spec.name, job_name, attached, cache_uri, artifact_key, label, destination)
 
 
 def compile_remote(
@@ -164,6 +156,9 @@ def compile_remote(
     transport = transport or AwsTransport(loaded.spec.region, wait_delay_s=wait_delay_s)
     state = state if state is not None else open_state(None)
     on_event = on_event or (lambda message: None)
+    llm = loaded.spec.kind == "inference" and loaded.spec.container.llm
+    # offline first: a spec compile --remote cannot take is refused before any AWS call (credentials or not)
+    key = None if llm else remote_artifact_key(loaded, CompileCache(root=cache_dir).root)
     cache_uri = cache_s3 or default_cache_uri(transport, loaded)
 
     def follow(job: RemoteCompileJob, instance: str, summary: dict) -> int | None:
@@ -181,10 +176,9 @@ def compile_remote(
         summary["status"] = finished["TrainingJobStatus"]
         return exit_code_of(finished["TrainingJobStatus"]) or None
 
-    if loaded.spec.kind == "inference" and loaded.spec.container.llm:
+    if llm:
         return _export_llm(loaded, transport, state, cache_uri, instance_type, on_event, follow)
     cache = CompileCache(root=cache_dir, s3_uri=cache_uri)
-    key = remote_artifact_key(loaded, cache.root)
     summary = {"artifact_key": key, "cache_uri": cache_uri, "job_name": None, "status": None, "artifact": None}
     found = fetch_remote_artifact(key, cache)
     if found is None:

@@ -172,3 +172,11 @@ def test_plan_of_the_ec2_template_shows_its_secure_network_and_bucket():
     assert "+ vpc-default-sg (ec2:default-security-group)" in out and "ec2:RevokeSecurityGroupIngress" in out
     assert "+ artifact-bucket (s3:bucket)  shared, if missing" in out and "s3:PutBucketPolicy  checked" in out
     assert "warning" not in out  # no opt-out taken, nothing to warn about
+
+
+def test_compile_remote_refuses_a_spec_it_cannot_take_before_asking_aws_anything():
+    """Without credentials, a training spec still gets compile --remote's own refusal, not an STS error."""
+    result = run_cli("compile", str(TEMPLATES[0].parent / "tiny-lm-train-local.yaml"), "--remote", env=NO_CREDENTIALS)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 3 and len(lines) == 1, result.stderr
+    assert "compile --remote takes an inference spec" in lines[0] and "GetCallerIdentity" not in result.stderr
