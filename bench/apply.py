@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("MOTO_ACM_VALIDATION_WAIT", "0")  # read by moto when imported
+# The tests' tiny CPU trace stands in for a NEFF, said as the tests say it (their cpu_standin fixture): without it
+# apply refuses the CPU artifact for inf2 before any request, and there is nothing to measure.
+os.environ.setdefault("NEURONDEPLOY_CPU_STANDIN", "1")
 
 REPO = Path(__file__).parents[1]
 AMI_PARAMETER = "/bench/neuron-dlami"
@@ -61,21 +64,10 @@ def fresh_world(url: str, workdir: Path, round_name: str):
 
 
 def tiny_artifact(workdir: Path) -> Path:
-    sys.path.insert(0, str(REPO / "tests" / "fixtures"))
-    from neurondeploy.compiler.cache import CompileCache
-    from neurondeploy.compiler.compile import compile_spec
-    from neurondeploy.specs import parse_spec
+    sys.path.insert(0, str(REPO / "tests"))
+    from support.ec2_deployment import build_artifact  # the tests' small artifact: the same bytes to upload
 
-    text = (
-        "kind: inference\nname: tiny\ntask: feature-extraction\nmodel: {factory: 'tiny_models:text_encoder', dtype: float32}\n"
-        "compile: {batch_sizes: [1], sequence_lengths: [8]}\n"
-    )
-    return compile_spec(
-        parse_spec(text, path=workdir / "t.yaml"),
-        backend="cpu",
-        cache=CompileCache(root=workdir / "cache"),
-        out_dir=workdir / "artifact",
-    ).artifact_dir
+    return build_artifact(workdir)
 
 
 def main() -> None:
