@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from neurondeploy.resources.kinds import Attr, Describe, Find, Kind, Reader, Scan, done, it, ours
+from neurondeploy.resources.kinds import Attr, Describe, Find, Kind, Reader, Scan, Sends, it, ours
 from neurondeploy.resources.model import Request, Resource, resource
 from neurondeploy.resources.naming import ownership_tags, tag_list
 from neurondeploy.resources.refs import ref
@@ -51,9 +51,13 @@ def certificate_resource(spec: InferenceSpec) -> Resource:
                 },
             ),
         ],
-        [Request("acm", "DeleteCertificate", {"CertificateArn": arn})],
+        delete_certificate(arn),
         description=f"ACM certificate for {spec.dns.record_name}, DNS-validated in zone {spec.dns.zone_name}",
     )
+
+
+def delete_certificate(arn: str) -> list[Request]:
+    return [Request("acm", "DeleteCertificate", {"CertificateArn": arn})]
 
 
 # --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
@@ -91,7 +95,7 @@ KINDS = (
             tags=_acm_tags,
         ),
         find=Find("acm", 600, _find_certificates),  # before the records: they need its certificates
-        delete=lambda d, arn: done(d.call("acm", "DeleteCertificate", {"CertificateArn": arn})),
+        delete=Sends(delete_certificate),
         order=120,
     ),
 )

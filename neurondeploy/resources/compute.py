@@ -15,7 +15,7 @@ import shlex
 
 from neurondeploy.catalog import replicas_per_instance
 from neurondeploy.errors import PlanError
-from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Find, Kind, Scan, done, it, ours, tagged
+from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Find, Kind, Scan, Sends, done, it, ours, tagged
 from neurondeploy.resources.model import PlanContext, Request, Resource, requests_hash, resource
 from neurondeploy.resources.naming import (
     DEPLOYMENT_TAG,
@@ -238,7 +238,7 @@ def launch_template_resource(spec: InferenceSpec, ctx: PlanContext, artifact_s3_
                 },
             ),
         ],
-        [Request("ec2", "DeleteLaunchTemplate", {"LaunchTemplateId": template_id})],
+        delete_launch_template(template_id),
         description=f"{spec.deployment.instance_type}, Neuron DLAMI, IMDSv2, encrypted root volume, no SSH key",
         identity=(name,),
         # A boot change (user data, AMI, instance type) is a new version, made the default; the Auto Scaling
@@ -399,6 +399,11 @@ def _find_groups(scan: Scan) -> None:
                 )
 
 
+def delete_launch_template(template_id: str) -> list[Request]:
+    """Its delete requests, recorded by its builder (a ref for the id) and sent by the sweep (kinds.Sends)."""
+    return [Request("ec2", "DeleteLaunchTemplate", {"LaunchTemplateId": template_id})]
+
+
 def _delete_group(d: Caller, name: str) -> bool:
     deleted = done(d.call("autoscaling", "DeleteAutoScalingGroup", {"AutoScalingGroupName": name, "ForceDelete": True}))
     # No botocore waiter: the group exists ("Delete in progress") until its instances are terminated.
@@ -453,7 +458,7 @@ KINDS = (
             80,
             extra="LaunchTemplateName",
         ),
-        delete=lambda d, i: done(d.call("ec2", "DeleteLaunchTemplate", {"LaunchTemplateId": i})),
+        delete=Sends(delete_launch_template),
         order=150,
     ),
     Kind(
@@ -467,7 +472,7 @@ KINDS = (
             90,
             extra="Status",
         ),
-        delete=lambda d, i: done(d.call("ec2", "DeleteNetworkInterface", {"NetworkInterfaceId": i})),
+        delete=Sends(lambda i: [Request("ec2", "DeleteNetworkInterface", {"NetworkInterfaceId": i})]),
         order=200,
     ),
     Kind(
@@ -481,7 +486,7 @@ KINDS = (
             100,
             extra="State",
         ),
-        delete=lambda d, i: done(d.call("ec2", "DeleteVolume", {"VolumeId": i})),
+        delete=Sends(lambda i: [Request("ec2", "DeleteVolume", {"VolumeId": i})]),
         order=210,
     ),
     Kind(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from neurondeploy.resources.kinds import Attr, Caller, Describe, Find, Kind, Reader, Scan, done, it, ours
+from neurondeploy.resources.kinds import Attr, Caller, Describe, Find, Kind, Reader, Scan, Sends, done, it, ours
 from neurondeploy.resources.model import Request, Resource, Wait, resource
 from neurondeploy.resources.naming import aws_name, ownership_tags, tag_list
 from neurondeploy.resources.refs import ref
@@ -60,14 +60,7 @@ def alb_resource(spec: InferenceSpec, subnet_ids: list[str], *, after: list[str]
                 },
             ),
         ],
-        [
-            Request(
-                "elbv2",
-                "DeleteLoadBalancer",
-                {"LoadBalancerArn": arn},
-                wait=Wait("LoadBalancersDeleted", {"LoadBalancerArns": [arn]}),
-            )
-        ],
+        delete_load_balancer(arn),
         after=after,
         hourly_usd=ALB_USD_PER_HOUR,
         description="Internet-facing ALB; $0.0225/h + LCUs (list price, us-east-1, unconfirmed; LCUs ignored)",
@@ -129,7 +122,7 @@ def target_group_resource(spec: InferenceSpec, vpc_id: str) -> Resource:
                 },
             ),
         ],
-        [Request("elbv2", "DeleteTargetGroup", {"TargetGroupArn": arn})],
+        delete_target_group(arn),
         description=f"HTTP :{spec.serving.port}, health check {HEALTH_CHECK_PATH} -> 200",
         # Name, protocol, port and VPC force a new target group (the VPC through its dependency); health checks
         # and tags change in place.
@@ -194,7 +187,7 @@ def _listener(
                 {"ListenerArn": "Listeners[0].ListenerArn"},
             ),
         ],
-        [Request("elbv2", "DeleteListener", {"ListenerArn": ref(name, "ListenerArn")})],
+        delete_listener(ref(name, "ListenerArn")),
         after=after,
         description=f"{protocol} :{port} -> "
         + ("redirect to HTTPS" if actions[0]["Type"] == "redirect" else "target group"),
@@ -287,11 +280,26 @@ def _deregister_targets(d: Caller, target_group_arn: str) -> bool:
     return deregistered
 
 
-def _delete_load_balancer(d: Caller, arn: str) -> bool:
-    deleted = done(d.call("elbv2", "DeleteLoadBalancer", {"LoadBalancerArn": arn}))
-    if deleted:
-        d.wait("elbv2", "LoadBalancersDeleted", {"LoadBalancerArns": [arn]})
-    return deleted
+# Each kind's delete requests, recorded by its builder (a ref for the id) and sent by the sweep (kinds.Sends).
+
+
+def delete_load_balancer(arn: str) -> list[Request]:
+    return [
+        Request(
+            "elbv2",
+            "DeleteLoadBalancer",
+            {"LoadBalancerArn": arn},
+            wait=Wait("LoadBalancersDeleted", {"LoadBalancerArns": [arn]}),
+        )
+    ]
+
+
+def delete_target_group(arn: str) -> list[Request]:
+    return [Request("elbv2", "DeleteTargetGroup", {"TargetGroupArn": arn})]
+
+
+def delete_listener(arn: str) -> list[Request]:
+    return [Request("elbv2", "DeleteListener", {"ListenerArn": arn})]
 
 
 KINDS = (
@@ -314,7 +322,7 @@ KINDS = (
             tags=_elb_tags,
         ),
         find=_FIND,
-        delete=lambda d, arn: done(d.call("elbv2", "DeleteListener", {"ListenerArn": arn})),
+        delete=Sends(delete_listener),
         order=90,
         arn=("elasticloadbalancing", "listener"),
     ),
@@ -332,7 +340,7 @@ KINDS = (
             tags=_elb_tags,
         ),
         find=_FIND,
-        delete=_delete_load_balancer,
+        delete=Sends(delete_load_balancer),
         order=100,
         arn=("elasticloadbalancing", "loadbalancer"),
     ),
@@ -351,7 +359,7 @@ KINDS = (
             tags=_elb_tags,
         ),
         find=_FIND,
-        delete=lambda d, arn: done(d.call("elbv2", "DeleteTargetGroup", {"TargetGroupArn": arn})),
+        delete=Sends(delete_target_group),
         order=110,
         arn=("elasticloadbalancing", "targetgroup"),
     ),

@@ -18,7 +18,7 @@ after the records they vouch for (created first, deleted last).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -188,6 +188,23 @@ def ours(tags: Any, deployment: str) -> bool:
 def done(response: dict | None) -> bool:
     """A :meth:`Caller.call` answer as a deleter's result: False when it was already gone."""
     return response is not None
+
+
+@dataclass(frozen=True)
+class Sends:
+    """A kind's deleter that sends the delete requests its builder records for one object, given the leftover's
+    id in place of the ref: destroy and the sweep delete it with the same calls. Each request's wait runs after
+    it deleted something; deleted when the last request found something to delete."""
+
+    requests: Callable[[str], Sequence[Request]]  # the builder's delete requests for one id (or ref)
+
+    def __call__(self, d: Caller, ident: str) -> bool:
+        deleted = False
+        for request in self.requests(ident):
+            deleted = done(d.call(request.service, request.operation, request.params))
+            if deleted and request.wait is not None:
+                d.wait(request.wait.service or request.service, request.wait.waiter, request.wait.params)
+        return deleted
 
 
 def ec2_detail(kind: str, item: dict, extra: Any = None) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from neurondeploy.errors import PlanError
-from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Expected, Kind, done, it, tagged
+from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Expected, Kind, Sends, done, it, tagged
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, lookup, resource
 from neurondeploy.resources.naming import bucket_name, ec2_tags, partition
 from neurondeploy.resources.refs import ref
@@ -134,7 +134,7 @@ def _vpc(spec: Spec) -> Resource:
             Request("ec2", "ModifyVpcAttribute", {"VpcId": vpc, "EnableDnsSupport": {"Value": True}}),
             Request("ec2", "ModifyVpcAttribute", {"VpcId": vpc, "EnableDnsHostnames": {"Value": True}}),
         ],
-        [Request("ec2", "DeleteVpc", {"VpcId": vpc})],
+        delete_vpc(vpc),
         description=f"VPC {spec.network.vpc_cidr}",
     )
 
@@ -202,7 +202,7 @@ def _flow_logs(spec: Spec, ctx: PlanContext) -> Resource:
                 expect={"length(Unsuccessful || `[]`)": 0},
             )
         ],
-        [Request("ec2", "DeleteFlowLogs", {"FlowLogIds": [ref("flow-logs", "FlowLogId")]})],
+        delete_flow_logs(ref("flow-logs", "FlowLogId")),
         description=f"Flow logs of the VPC ({spec.network.flow_logs} traffic) to {destination}; $0.25/GB delivered "
         "(list price, unconfirmed)",
     )
@@ -253,7 +253,7 @@ def _subnet(spec: Spec, name: str, cidr: str, zone: str, *, map_public_ip: bool,
         name,
         "ec2:subnet",
         create,
-        [Request("ec2", "DeleteSubnet", {"SubnetId": subnet})],
+        delete_subnet(subnet),
         description=f"{'Private' if name.startswith('subnet-private') else 'Public'} subnet {cidr}: {holds}",
     )
 
@@ -334,14 +334,7 @@ def _nat_gateway(spec: Spec, public_subnet: str) -> list[Resource]:
                 Wait("NatGatewayAvailable", {"NatGatewayIds": [nat]}),
             ),
         ],
-        [
-            Request(
-                "ec2",
-                "DeleteNatGateway",
-                {"NatGatewayId": nat},
-                wait=Wait("NatGatewayDeleted", {"NatGatewayIds": [nat]}),
-            )
-        ],
+        delete_nat_gateway(nat),
         after=["igw"],
         hourly_usd=NAT_GATEWAY_USD_PER_HOUR,
         description="NAT gateway for private instances; $0.045/h + $0.045/GB (list price, us-east-1, unconfirmed)",
@@ -369,7 +362,7 @@ def security_group_resources(spec: Spec, vpc_id: str, *, port: int, listener_por
                 {"GroupId": alb, "IpPermissions": [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]},
             ),
         ],
-        [Request("ec2", "DeleteSecurityGroup", {"GroupId": alb})],
+        delete_security_group(alb),
         description="Load balancer security group",
     )
     instances_sg = resource(
@@ -395,7 +388,7 @@ def security_group_resources(spec: Spec, vpc_id: str, *, port: int, listener_por
                 },
             ),
         ],
-        [Request("ec2", "DeleteSecurityGroup", {"GroupId": inst})],
+        delete_security_group(inst),
         description="Instance security group",
     )
     # Its own resource: the ALB group referring to the instance group and back would be a cycle.
@@ -582,11 +575,35 @@ def release_security_groups(d: Caller, group_ids: list[str]) -> None:
                 revoke_rule(d, rule)
 
 
-def _delete_nat_gateway(d: Caller, nat_id: str) -> bool:
-    deleted = done(d.call("ec2", "DeleteNatGateway", {"NatGatewayId": nat_id}))
-    if deleted:
-        d.wait("ec2", "NatGatewayDeleted", {"NatGatewayIds": [nat_id]})  # then its Elastic IP is free
-    return deleted
+# Each kind's delete requests, recorded by its builder (a ref for the id) and sent by the sweep (kinds.Sends).
+
+
+def delete_vpc(vpc_id: str) -> list[Request]:
+    return [Request("ec2", "DeleteVpc", {"VpcId": vpc_id})]
+
+
+def delete_flow_logs(flow_log_id: str) -> list[Request]:
+    return [Request("ec2", "DeleteFlowLogs", {"FlowLogIds": [flow_log_id]})]
+
+
+def delete_subnet(subnet_id: str) -> list[Request]:
+    return [Request("ec2", "DeleteSubnet", {"SubnetId": subnet_id})]
+
+
+def delete_security_group(group_id: str) -> list[Request]:
+    return [Request("ec2", "DeleteSecurityGroup", {"GroupId": group_id})]
+
+
+def delete_nat_gateway(nat_id: str) -> list[Request]:
+    # The wait: once it is deleted its Elastic IP is free to release.
+    return [
+        Request(
+            "ec2",
+            "DeleteNatGateway",
+            {"NatGatewayId": nat_id},
+            wait=Wait("NatGatewayDeleted", {"NatGatewayIds": [nat_id]}),
+        )
+    ]
 
 
 def _release_address(d: Caller, allocation_id: str) -> bool:
@@ -633,7 +650,7 @@ KINDS = (
         find=tagged(
             "ec2:vpc", Request("ec2", "DescribeVpcs", {"Filters": TAGGED}), "Vpcs", "VpcId", 20, extra="CidrBlock"
         ),
-        delete=lambda d, i: done(d.call("ec2", "DeleteVpc", {"VpcId": i})),
+        delete=Sends(delete_vpc),
         order=270,
     ),
     Kind(
@@ -648,7 +665,7 @@ KINDS = (
             25,
             detail=lambda log: f"flow log of {log.get('ResourceId')} to {log.get('LogDestination')}",
         ),
-        delete=lambda d, i: done(d.call("ec2", "DeleteFlowLogs", {"FlowLogIds": [i]})),
+        delete=Sends(delete_flow_logs),
         order=265,
         arn=("ec2", "vpc-flow-log"),
     ),
@@ -674,7 +691,7 @@ KINDS = (
             30,
             extra="CidrBlock",
         ),
-        delete=lambda d, i: done(d.call("ec2", "DeleteSubnet", {"SubnetId": i})),
+        delete=Sends(delete_subnet),
         order=240,
     ),
     Kind(
@@ -762,7 +779,7 @@ KINDS = (
             110,
             detail=lambda nat: f"NAT gateway {nat.get('State')} in {nat.get('SubnetId')}",
         ),
-        delete=_delete_nat_gateway,
+        delete=Sends(delete_nat_gateway),
         order=180,
         arn=("ec2", "natgateway"),
     ),
@@ -781,7 +798,7 @@ KINDS = (
             extra="GroupName",
         ),
         # After release_security_groups (the sweep's): groups referring to each other delete in any order.
-        delete=lambda d, i: done(d.call("ec2", "DeleteSecurityGroup", {"GroupId": i})),
+        delete=Sends(delete_security_group),
         order=230,
     ),
     Kind(

@@ -12,6 +12,7 @@ from neurondeploy.resources.iam import (
 from neurondeploy.resources.kinds import Find, Reader, Scan, ours
 from neurondeploy.resources.model import Request, Resource, resource
 from neurondeploy.resources.naming import ec2_tags, ownership_tags, tag_list
+from neurondeploy.resources.network import delete_security_group
 from neurondeploy.resources.refs import ref
 from neurondeploy.specs import Spec
 
@@ -75,7 +76,7 @@ def security_group_resources(spec: Spec, *, training: bool) -> list[Resource]:
             "sg-sagemaker",
             "ec2:security-group",
             create,
-            [Request("ec2", "DeleteSecurityGroup", {"GroupId": group})],
+            delete_security_group(group),
             description="Security group of SageMaker's network interfaces in the VPC",
         )
     ]

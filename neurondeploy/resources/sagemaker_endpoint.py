@@ -18,7 +18,7 @@ from neurondeploy.resources.iam import (
     sagemaker_log_statements,
     secret_read_statements,
 )
-from neurondeploy.resources.kinds import Attr, Caller, Describe, Kind, done, it
+from neurondeploy.resources.kinds import Attr, Caller, Describe, Kind, Sends, done, it
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, resource, with_lookups
 from neurondeploy.resources.naming import (
     artifact_uri,
@@ -303,7 +303,7 @@ def endpoint_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resource]:
             "model",
             "sagemaker:model",
             [Request("sagemaker", "CreateModel", model, {"ModelArn": "ModelArn"})],
-            [Request("sagemaker", "DeleteModel", {"ModelName": model["ModelName"]})],
+            delete_model(model["ModelName"]),
             description=f"Model {model['ModelName']}: {model['PrimaryContainer']['Image']}",
             identity=[model["ModelName"]],
             create_before_delete=True,
@@ -312,7 +312,7 @@ def endpoint_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resource]:
             "endpoint-config",
             "sagemaker:endpoint-config",
             [Request("sagemaker", "CreateEndpointConfig", config, {"EndpointConfigArn": "EndpointConfigArn"})],
-            [Request("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": config["EndpointConfigName"]})],
+            delete_endpoint_config(config["EndpointConfigName"]),
             after=["model"],
             description=f"{variant['InitialInstanceCount']} × {variant['InstanceType']}",
             identity=[config["EndpointConfigName"]],
@@ -335,14 +335,7 @@ def endpoint_resource(spec: InferenceSpec, ctx: PlanContext, endpoint: dict) -> 
         "endpoint",
         "sagemaker:endpoint",
         [Request("sagemaker", "CreateEndpoint", endpoint, {"EndpointArn": "EndpointArn"}, in_service)],
-        [
-            Request(
-                "sagemaker",
-                "DeleteEndpoint",
-                {"EndpointName": name},
-                wait=Wait("EndpointDeleted", {"EndpointName": name}),
-            )
-        ],
+        delete_endpoint(name),
         after=["endpoint-config"],
         description=f"Real-time endpoint {name}",
         identity=[name],
@@ -416,11 +409,23 @@ def _deregister_scalable_target(d: Caller, ident: str) -> bool:
     )
 
 
-def _delete_endpoint(d: Caller, name: str) -> bool:
-    deleted = done(d.call("sagemaker", "DeleteEndpoint", {"EndpointName": name}))
-    if deleted:
-        d.wait("sagemaker", "EndpointDeleted", {"EndpointName": name})
-    return deleted
+# Each kind's delete requests, recorded by its builder (a literal name) and sent by the sweep (kinds.Sends).
+
+
+def delete_endpoint(name: str) -> list[Request]:
+    return [
+        Request(
+            "sagemaker", "DeleteEndpoint", {"EndpointName": name}, wait=Wait("EndpointDeleted", {"EndpointName": name})
+        )
+    ]
+
+
+def delete_endpoint_config(name: str) -> list[Request]:
+    return [Request("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": name})]
+
+
+def delete_model(name: str) -> list[Request]:
+    return [Request("sagemaker", "DeleteModel", {"ModelName": name})]
 
 
 # Models and endpoint configs are checked for existence (and tags) only: immutable, a change makes new ones under
@@ -463,7 +468,7 @@ KINDS = (
             tags=tags_by_arn("EndpointArn"),
         ),
         find=FIND_SAGEMAKER,
-        delete=_delete_endpoint,
+        delete=Sends(delete_endpoint),
         order=20,
     ),
     Kind(
@@ -476,7 +481,7 @@ KINDS = (
         ),
         find=FIND_SAGEMAKER,
         order=30,
-        delete=lambda d, name: done(d.call("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": name})),
+        delete=Sends(delete_endpoint_config),
     ),
     Kind(
         "sagemaker:model",
@@ -486,6 +491,6 @@ KINDS = (
         ),
         find=FIND_SAGEMAKER,
         order=40,
-        delete=lambda d, name: done(d.call("sagemaker", "DeleteModel", {"ModelName": name})),
+        delete=Sends(delete_model),
     ),
 )

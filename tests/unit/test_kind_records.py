@@ -1,14 +1,20 @@
 """The kind records (resources.kinds.Kind, collected by resources.registry): every kind the sweep can find says
-how `import` gives it a state's lineage, and each retag request is valid against botocore's models, strictly."""
+how `import` gives it a state's lineage, and each retag request is valid against botocore's models, strictly;
+destroy and the sweep delete a kind with one set of requests."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from neurondeploy.resources.kinds import Retag
+from neurondeploy.planner.context import plan_context
+from neurondeploy.resources.deployment import deployment_resources
+from neurondeploy.resources.kinds import Retag, Sends
 from neurondeploy.resources.registry import registry
 from neurondeploy.resources.tags import LINEAGE_TAG
 from neurondeploy.resources.validation import check_request
+from neurondeploy.specs import load_spec
 
 # A plausible id per kind, in the form the sweep names it by.
 IDS = {
@@ -43,3 +49,67 @@ def test_each_retag_request_is_valid_and_carries_the_lineage(kind_type):
     check_request(request.service, request.operation, request.params)
     assert f"'{LINEAGE_TAG}'" in repr(request.params) and "'0f0f0f'" in repr(request.params)
     assert ident.lower() in repr(request.params).lower()
+
+
+TEMPLATES = sorted((Path(__file__).parents[2] / "templates").glob("*.yaml"))
+PLACEHOLDER = "\x00id\x00"
+
+
+def _path_of(value, target, path=()):
+    """Where ``target`` sits in nested dicts/lists, as a tuple of keys and indexes."""
+    if value == target:
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _path_of(item, target, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
+def _at(value, path):
+    for key in path:
+        value = value[key]
+    return value
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=[path.name for path in TEMPLATES])
+def test_destroy_and_the_sweep_delete_each_kind_with_the_same_requests(template):
+    """A kind whose deleter is Sends: what its builder records for destroy is what the sweep sends for a leftover
+    of it (same operations, params and waits), the id read from where the sweep puts it."""
+    loaded = load_spec(template)
+    checked = 0
+    for resource in deployment_resources(loaded.spec, plan_context(loaded)):
+        deleter = registry().get(resource.type) and registry()[resource.type].delete
+        if not isinstance(deleter, Sends):
+            continue
+        shape = list(deleter.requests(PLACEHOLDER))
+        where = _path_of(shape[0].params, PLACEHOLDER)
+        ident = _at(resource.delete[0].params, where)
+        assert list(resource.delete) == list(deleter.requests(ident)), resource.name
+        checked += 1
+    assert checked or template.name.endswith("-local.yaml") or "pretrain" in template.name
+
+
+def test_the_sweep_deleter_sends_the_requests_and_waits_only_after_a_delete():
+    """Sends against a caller that records: each request sent; its wait only when AWS did delete something."""
+
+    class Recorder:
+        def __init__(self, gone):
+            self.gone, self.sent = gone, []
+
+        def call(self, service, operation, params, refused=()):
+            self.sent.append((service, operation, params))
+            return None if self.gone else {}
+
+        def wait(self, service, waiter, params):
+            self.sent.append(("wait", waiter, params))
+
+    load_balancer = registry()["elbv2:load-balancer"].delete
+    there, gone = Recorder(gone=False), Recorder(gone=True)
+    assert load_balancer(there, "arn:lb") is True and load_balancer(gone, "arn:lb") is False
+    assert there.sent == [
+        ("elbv2", "DeleteLoadBalancer", {"LoadBalancerArn": "arn:lb"}),
+        ("wait", "LoadBalancersDeleted", {"LoadBalancerArns": ["arn:lb"]}),
+    ]
+    assert gone.sent == [("elbv2", "DeleteLoadBalancer", {"LoadBalancerArn": "arn:lb"})]
