@@ -9,8 +9,10 @@ sagemaker-core.
 
 from __future__ import annotations
 
+from neurondeploy.catalog._data import minor, version_tuple
 from neurondeploy.catalog.containers import ContainerKind, container_kind, container_kinds, llm_container_kinds
-from neurondeploy.catalog.dlc_releases import DlcRelease, dlc_releases
+from neurondeploy.catalog.dlami import DEFAULT_DLAMI_PARAMETER, Dlami, dlami, dlamis
+from neurondeploy.catalog.dlc_releases import DLC_REPOSITORY, DlcRelease, dlc_releases
 from neurondeploy.catalog.images import (
     ImageTag,
     dlc_account,
@@ -51,6 +53,13 @@ from neurondeploy.catalog.sdk import (
 )
 
 __all__ = [
+    "DEFAULT_DLAMI_PARAMETER",
+    "DLC_REPOSITORY",
+    "minor",
+    "version_tuple",
+    "Dlami",
+    "dlami",
+    "dlamis",
     "DlcRelease",
     "dlc_releases",
     "ContainerKind",

@@ -8,6 +8,8 @@ from functools import cache
 
 from neurondeploy.catalog._data import load
 
+DLC_REPOSITORY = "github.com/aws-neuron/deep-learning-containers"  # where the rows come from
+
 
 @dataclass(frozen=True)
 class DlcRelease:

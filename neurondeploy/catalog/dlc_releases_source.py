@@ -1,8 +1,8 @@
 """Where ``data/dlc_releases.yaml`` comes from: the Neuron deep learning containers repository
-(github.com/aws-neuron/deep-learning-containers), its README's image tables and each row's Dockerfile at the git tag
-the row links to. One row per (repository, Neuron SDK release): the image tag, and what the image runs (Python,
-Ubuntu, torch, torch-neuronx, neuronx-cc, TorchServe, the SageMaker inference toolkit), read from the Dockerfile's
-``ARG`` lines. The planner reads the generated YAML; regenerate it from a clone of that repository:
+(github.com/aws-neuron/deep-learning-containers), its README's image tables at every release tag and at HEAD, and
+each row's Dockerfile at the git tag the row links to. One row per (repository, image tag): the Neuron SDK release,
+and what the image runs (Python, Ubuntu, torch, torch-neuronx, neuronx-cc, TorchServe, the SageMaker inference
+toolkit), read from the Dockerfile's ``ARG`` lines. The planner reads the generated YAML; regenerate it from a clone of that repository:
 
     python -m neurondeploy.catalog.dlc_releases_source REPO_DIR > neurondeploy/catalog/data/dlc_releases.yaml
 
@@ -20,6 +20,8 @@ from pathlib import Path
 from neurondeploy.errors import CatalogError
 
 REPOSITORIES = ("pytorch-inference-neuronx", "pytorch-training-neuronx")
+# The oldest release catalogued: data/sdk.yaml's lifecycle table starts there.
+MIN_SDK = "2.20.0"
 # A README table row: | [PyTorch X](https://github.com/aws-neuron/deep-learning-containers/blob/TAG/PATH) | packages |
 # Neuron SDK | instance types | Python | image URI | extra
 _ROW = re.compile(
@@ -51,43 +53,62 @@ def _git(repo: Path, *args: str) -> str:
 
 def _section(readme: str, repository: str) -> list[str]:
     lines = readme.splitlines()
+    if f"### {repository}" not in lines:
+        return []
     start = lines.index(f"### {repository}")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("### ")), len(lines))
     return lines[start:end]
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def release_tags(repo: Path) -> list[str]:
+    """The repository's release tags (one per Neuron SDK release, "2.21.0"), oldest first."""
+    tags = [t for t in _git(repo, "tag", "--list").split() if re.fullmatch(r"\d+\.\d+\.\d+", t)]
+    return sorted(tags, key=_version)
+
+
 def releases(repo: Path) -> list[dict]:
-    """Every row of the README's pytorch-inference-neuronx and pytorch-training-neuronx tables at HEAD, with
-    what its Dockerfile (at the row's tag) says the image runs."""
-    readme = _git(repo, "show", "HEAD:README.md")
-    rows = []
-    for repository in REPOSITORIES:
-        for line in _section(readme, repository):
-            link = _ROW.match(line)
-            if not link:
-                continue
-            git_tag, path = link.groups()
-            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-            image = cells[5]
-            tag = image.rsplit(":", 1)[1]
-            parsed = _TAG.match(tag)
-            if not parsed:
-                continue  # not a Neuron SDK 2.x image tag (none at the time of writing)
-            dockerfile = _git(repo, "show", f"{git_tag}:{path}")
-            args = dict(re.findall(r"^ARG ([A-Z_]+)=(\S+)", dockerfile, re.MULTILINE))
-            ubuntu = re.search(r"^FROM \S*ubuntu:([\d.]+)", dockerfile, re.MULTILINE)
-            row = {
-                "repository": repository,
-                "sdk": parsed["sdk"],
-                "tag": tag,
-                "torch": parsed["torch"],
-                "ubuntu": ubuntu[1] if ubuntu else parsed["ubuntu"],
-                "instances": [i.strip() for i in cells[3].split(",") if i.strip()],
-                **{field: args[arg].split("+")[0] for arg, field in _ARGS.items() if arg in args},
-                "source": f"{path} @ {git_tag}",
-            }
-            rows.append(row)
-    return sorted(rows, key=lambda r: (r["repository"], tuple(int(p) for p in r["sdk"].split("."))))
+    """Every row the README's pytorch-inference-neuronx and pytorch-training-neuronx tables list at any release tag
+    or at HEAD (a release's README drops the older patch releases: 2.21's rows are only in the README of 2.21.x),
+    from :data:`MIN_SDK` on, each with what its Dockerfile (at the row's tag) says the image runs."""
+    rows: dict[tuple[str, str], dict] = {}
+    for readme_at in [*release_tags(repo), "HEAD"]:
+        readme = _git(repo, "show", f"{readme_at}:README.md")
+        for repository in REPOSITORIES:
+            for line in _section(readme, repository):
+                row = _row(repo, repository, line)
+                if row is not None and _version(row["sdk"]) >= _version(MIN_SDK):
+                    rows.setdefault((repository, row["tag"]), row)
+    return sorted(rows.values(), key=lambda r: (r["repository"], _version(r["sdk"]), _version(r["torch"])))
+
+
+def _row(repo: Path, repository: str, line: str) -> dict | None:
+    """One README table row with its Dockerfile's facts; None for a line that is no image row."""
+    link = _ROW.match(line)
+    if not link:
+        return None
+    git_tag, path = link.groups()
+    cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    tag = cells[5].rsplit(":", 1)[1]
+    parsed = _TAG.match(tag)
+    if not parsed:
+        return None  # not a Neuron SDK 2.x image tag (none at the time of writing)
+    dockerfile = _git(repo, "show", f"{git_tag}:{path}")
+    args = dict(re.findall(r"^ARG ([A-Z_]+)=(\S+)", dockerfile, re.MULTILINE))
+    ubuntu = re.search(r"^FROM \S*ubuntu:([\d.]+)", dockerfile, re.MULTILINE)
+    return {
+        "repository": repository,
+        "sdk": parsed["sdk"],
+        "tag": tag,
+        "torch": parsed["torch"],
+        "ubuntu": ubuntu[1] if ubuntu else parsed["ubuntu"],
+        "instances": [i.strip() for i in cells[3].split(",") if i.strip()],
+        **{field: args[arg].split("+")[0] for arg, field in _ARGS.items() if arg in args},
+        "source": f"{path} @ {git_tag}",
+    }
 
 
 def render(repo: Path) -> str:
@@ -95,10 +116,10 @@ def render(repo: Path) -> str:
 
     commit = _git(repo, "rev-parse", "HEAD").strip()
     header = (
-        "# Neuron deep learning container images, one row per (repository, Neuron SDK release): the tag, and what the\n"
+        "# Neuron deep learning container images, one row per image tag: its Neuron SDK release, and what the\n"
         "# image runs. GENERATED from github.com/aws-neuron/deep-learning-containers @ "
-        f"{commit[:12]}: README.md's tables and each\n"
-        "# row's Dockerfile at the git tag the row links to (its ARG lines; the +build suffixes dropped). Do not edit by\n"
+        f"{commit[:12]}: README.md's tables (at each\n"
+        "# release tag and HEAD) and each row's Dockerfile at the git tag the row links to (its ARG lines; the +build suffixes dropped). Do not edit by\n"
         "# hand: python -m neurondeploy.catalog.dlc_releases_source REPO_DIR > neurondeploy/catalog/data/dlc_releases.yaml\n"
     )
     body = yaml.safe_dump({"commit": commit, "releases": releases(repo)}, sort_keys=False, width=120)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from neurondeploy.catalog._data import load, minor, unknown, version_tuple
+from neurondeploy.catalog.dlc_releases import DLC_REPOSITORY, dlc_releases
 from neurondeploy.errors import CatalogError
 
 
@@ -92,12 +93,20 @@ def image_uri(repository: str, region: str, tag: str) -> str:
 
 
 def known_tags(purpose: str) -> tuple[ImageTag, ...]:
-    """Known tags for ``purpose``, oldest SDK first (tags without an SDK version keep file order, first)."""
+    """Known tags for ``purpose``, oldest SDK first (tags without an SDK version keep file order, first); within
+    one SDK release, the newest torch last. The Neuron DLCs' come from the release matrix (``tags_from``)."""
     spec = _spec(purpose)
-    tags = [
-        ImageTag(purpose, spec["repository"], row["tag"], row["sdk"], row["source"], row["confirmed"])
-        for row in spec["tags"]
-    ]
+    if spec.get("tags_from") == "dlc_releases":
+        tags = [
+            ImageTag(purpose, row.repository, row.tag, row.sdk, f"{DLC_REPOSITORY} README.md; {row.source}", True)
+            for row in dlc_releases()
+            if row.repository == spec["repository"]
+        ]
+    else:
+        tags = [
+            ImageTag(purpose, spec["repository"], row["tag"], row["sdk"], row["source"], row["confirmed"])
+            for row in spec["tags"]
+        ]
     return tuple(sorted(tags, key=lambda t: version_tuple(t.sdk) if t.sdk else ()))
 
 
@@ -118,7 +127,12 @@ def neuron_image(purpose: str, region: str, sdk_version: str | None = None) -> s
     else:
         found = [t for t in tags if _matches(t.sdk, sdk_version)]
         if not found:
-            known = ", ".join(f"{t.tag} (SDK {t.sdk or 'not recorded'})" for t in tags)
+            sdks = list(dict.fromkeys(t.sdk for t in tags if t.sdk))
+            known = (
+                "a Neuron SDK release with an image: " + ", ".join(sdks)
+                if sdks
+                else "one of the known tags: " + ", ".join(f"{t.tag} (SDK not recorded)" for t in tags)
+            )
             last = spec.get("last_sdk")
             why = (
                 f"; {spec['repository']} is not published after SDK {last} ({spec['last_sdk_source']})"
@@ -127,7 +141,7 @@ def neuron_image(purpose: str, region: str, sdk_version: str | None = None) -> s
             )
             raise CatalogError(
                 f"no known {spec['repository']} tag for Neuron SDK {sdk_version}{why}",
-                f"use one of the known tags: {known}",
+                f"use {known}",
             )
         chosen = found[-1]
     accounts = image_accounts(purpose)

@@ -27,14 +27,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from neurondeploy import __version__
+from neurondeploy import __version__, catalog
 from neurondeploy.resources.refs import find_refs
 from neurondeploy.resources.tags import STATE, with_resource_tag
 
-# Latest Neuron DLAMI that still ships PyTorch 2.9 + torch-neuronx (the 2.32 multi-framework DLAMI dropped
-# torch-neuronx; aws-neuron-sdk frameworks/torch/index.rst). [NSDK] deploy/environments/dlami.rst, "SSM Parameter Prefix" (SDK 2.28-2.31 docs).
-DLAMI_SSM_PARAMETER = "/aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04/latest/image_id"
-DLAMI_NEURON_VENV = "/opt/aws_neuronx_venv_pytorch_2_9"  # same page, "Virtual Environments pre-installed"
+# The DLAMI EC2 instances boot and its PyTorch environment: catalogue data (data/dlami.yaml, with sources).
+DLAMI_SSM_PARAMETER = catalog.DEFAULT_DLAMI_PARAMETER
+DLAMI_NEURON_VENV = catalog.dlami(DLAMI_SSM_PARAMETER).venv
 
 
 @dataclass(frozen=True)

@@ -343,8 +343,19 @@ def test_neuron_image_picks_the_tag_for_the_sdk():
     assert catalog.neuron_image("training", "us-east-1").startswith(
         "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training-neuronx:"
     )
-    assert catalog.neuron_image("training", "us-east-1").endswith("sdk2.27.0-ubuntu24.04")
-    assert catalog.neuron_image("training", "us-west-2", "2.21").endswith(":2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04")
+    newest = {r.repository: r for r in catalog.dlc_releases()}  # rows run oldest to newest
+    for purpose in ("training", "inference"):
+        row = newest[f"pytorch-{purpose}-neuronx"]
+        assert catalog.neuron_image(purpose, "us-east-1").endswith(f":{row.tag}")
+    # The issue's tag that does not exist: 2.27's training DLC is Python 3.12 on Ubuntu 24.04, not py310.
+    assert catalog.neuron_image("training", "us-east-1", "2.27.0").endswith(
+        ":2.9.0-neuronx-py312-sdk2.27.0-ubuntu24.04"
+    )
+    # A minor line picks its newest patch release.
+    assert catalog.neuron_image("training", "us-west-2", "2.21").endswith(":2.5.1-neuronx-py310-sdk2.21.1-ubuntu22.04")
+    assert catalog.neuron_image("inference", "us-west-2", "2.21.0").endswith(
+        ":2.5.1-neuronx-py310-sdk2.21.0-ubuntu22.04"
+    )
     assert catalog.neuron_image("vllm", "us-east-1", "2.26.1").endswith("-sdk2.26.1-ubuntu22.04")
     assert ":2.7.0-optimum3.3.6-neuronx" in catalog.neuron_image("tgi", "eu-west-1")
 
@@ -353,7 +364,7 @@ def test_neuron_image_errors_name_what_is_known():
     with pytest.raises(CatalogError) as err:
         catalog.neuron_image("training", "us-east-1", "2.31.0")
     assert "not published after SDK 2.30" in err.value.message
-    assert "sdk2.27.0" in err.value.hint
+    assert "2.30.0" in err.value.hint and "2.31" not in err.value.hint
     with pytest.raises(CatalogError) as err:
         catalog.neuron_image("vllm", "ap-south-2")
     assert "us-east-1" in err.value.hint
@@ -422,9 +433,8 @@ def test_every_row_has_a_source():
         assert release.source.strip(), release.version
     for comp in catalog.components().values():
         assert comp.source.strip() and comp.fact.strip(), comp.key
-    raw = _data.load("images")["images"]
-    for purpose, spec in raw.items():
-        assert all(row["source"].strip() for row in spec["tags"]), purpose
+    for purpose in catalog.image_purposes():
+        assert all(tag.source.strip() for tag in catalog.known_tags(purpose)), purpose
     for backend in _data.load("tp_degrees")["backends"].values():
         assert all(row["source"].strip() for row in backend["accelerators"].values())
 

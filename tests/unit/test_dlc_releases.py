@@ -30,7 +30,7 @@ def test_each_row_agrees_with_its_own_image_tag(row):
 
 
 def test_rows_are_unique_and_cover_both_repositories():
-    keys = [(r.repository, r.sdk, r.torch) for r in ROWS]
+    keys = [(r.repository, r.tag) for r in ROWS]
     assert len(keys) == len(set(keys))
     assert {r.repository for r in ROWS} == set(dlc_releases_source.REPOSITORIES)
 
