@@ -14,6 +14,13 @@ def render_plan(plan, console) -> None:
     for finding in plan.findings:
         style = "red" if finding["level"] == "error" else "yellow"
         console.print(f"[{style}]{finding['level']}[/]: {finding['text']}")
+    release = plan.release
+    how = "pinned" if release.pinned else "the newest with every piece"
+    console.print(f"Neuron SDK [bold]{release.neuron_sdk}[/] ({how})")
+    for piece in release.pieces:
+        console.print(f"  {piece.role}: {escape(piece.name)}  [dim]Python {piece.python}; {escape(piece.source)}[/]")
+    for note in release.notes:
+        console.print(f"  [yellow]note[/]: {escape(note)}")
     # One block per resource, like `terraform plan`: narrow terminals stay readable.
     for resource in plan.resources:
         after = f"  [dim]after {', '.join(resource.depends_on)}[/]" if resource.depends_on else ""

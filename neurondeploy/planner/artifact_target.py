@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from neurondeploy import catalog
 from neurondeploy.manifest import ArtifactError, Manifest, check_compatible
+from neurondeploy.resources.release import deployment_release
 from neurondeploy.specs import InferenceSpec
 from neurondeploy.standin import CPU_STANDIN_ENV, cpu_standin_reason
 
@@ -35,8 +36,9 @@ def compile_target(spec: InferenceSpec) -> str | None:
 
 
 def artifact_sdk(spec: InferenceSpec) -> str:
-    """The Neuron SDK the artifact is built for: the spec's pin, else the newest that still traces."""
-    return spec.neuron_sdk_version or catalog.latest_sdk_for("trace-inference")
+    """The Neuron SDK the artifact is built for: the deployment's one release (resources.release), whose images or
+    DLAMI run it."""
+    return deployment_release(spec).sdk
 
 
 def artifact_target(spec: InferenceSpec) -> ArtifactTarget:

@@ -15,6 +15,7 @@ from neurondeploy import catalog
 from neurondeploy.errors import CatalogError, PlanError
 from neurondeploy.planner import sizing, training_memory
 from neurondeploy.resources.precompiled import load_budget
+from neurondeploy.resources.release import deployment_release
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
 from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelArchitecture
 
@@ -57,12 +58,6 @@ def serving_backend(spec: InferenceSpec) -> str:
     """Which runtime shards the model: our server runs torch_neuronx.trace artifacts (one replica per core);
     the Hugging Face LLM containers run NxD Inference."""
     return spec.container.runtime
-
-
-def sdk_path(spec: Spec) -> str:
-    if spec.kind == "training":
-        return "training"
-    return "trace-inference" if serving_backend(spec) == "trace" else "nxdi-inference"
 
 
 def model_architecture(loaded: LoadedSpec) -> ModelArchitecture | None:
@@ -148,22 +143,27 @@ _INSTANCE_USE = {
 
 
 def check_sdk(loaded: LoadedSpec) -> Iterable[Finding]:
-    spec = loaded.spec
-    if spec.neuron_sdk_version is None:
-        return
+    """One Neuron SDK release runs the whole deployment (resources.release): a pin lacking a piece, or a platform
+    whose pieces no release has together, is refused here."""
     try:
-        catalog.check_sdk_for(sdk_path(spec), spec.neuron_sdk_version)
+        deployment_release(loaded.spec)
     except CatalogError as exc:
         yield error("neuron_sdk_version", exc.message, exc.hint)
 
 
 def check_image(loaded: LoadedSpec) -> Iterable[Finding]:
+    """The catalogue image of the deployment's release (or of the pin, for an image whose SDK the sources do not
+    give) is published in the spec's region."""
     spec = loaded.spec
     purpose, field, override = _IMAGE_CHOICE[spec.kind](spec)
-    if override:
-        return
+    if override or (spec.kind == "inference" and spec.container.ours and spec.deployment.platform == "ec2"):
+        return  # the operator's image; the instances' DLAMI
     try:
-        catalog.neuron_image(purpose, spec.region, spec.neuron_sdk_version)
+        release = deployment_release(spec)
+    except CatalogError:
+        return  # check_sdk says why
+    try:
+        catalog.neuron_image(purpose, spec.region, release.sdk if release.pieces else spec.neuron_sdk_version)
     except CatalogError as exc:
         yield error(field, exc.message, exc.hint)
 

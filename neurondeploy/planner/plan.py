@@ -7,6 +7,7 @@ file's sha256, so a plan made from an older spec is refused instead of applied.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.cost import Cost, plan_cost
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.model import Resource
+from neurondeploy.resources.release import DeploymentRelease, deployment_release
 from neurondeploy.resources.s3 import shared_bucket_resource
 from neurondeploy.resources.validation import validate_request
 from neurondeploy.specs import LoadedSpec, load_spec
@@ -47,6 +49,23 @@ class PlannedResource(BaseModel):
     delete_requests: list[PlannedRequest] = Field(description="what destroy sends")
 
 
+class PlannedPiece(BaseModel):
+    role: str = Field(description="serving image, training image, compile job image or instance DLAMI")
+    name: str = Field(description="the image tag or the DLAMI's SSM parameter")
+    sdk: str = Field(description="the Neuron SDK release it is built for")
+    python: str = Field(description="the Python it runs: what is installed there is resolved for it")
+    source: str = Field(description="where these facts come from")
+
+
+class PlannedRelease(BaseModel):
+    neuron_sdk: str = Field(
+        description="the one Neuron SDK release of the deployment: the artifact's and every piece's"
+    )
+    pinned: bool = Field(description="set by the spec's neuron_sdk_version (else the newest where every piece exists)")
+    pieces: list[PlannedPiece] = Field(description="what runs the deployment, each built for neuron_sdk")
+    notes: list[str] = Field(default_factory=list, description="what this release cannot do (compile --remote)")
+
+
 class Plan(BaseModel):
     format: int = PLAN_FORMAT
     name: str
@@ -56,6 +75,7 @@ class Plan(BaseModel):
     spec_sha256: str
     findings: list[dict[str, Any]]
     cost: Cost
+    release: PlannedRelease = Field(description="the Neuron SDK release every piece of the deployment comes from")
     resources: list[PlannedResource]
     # What the deployment uses but does not own (the account's shared bucket): made by apply when missing, never
     # destroyed, not counted in request_count.
@@ -106,6 +126,15 @@ def shared_resources(spec, ctx, resources: list[Resource]) -> list[Resource]:
     return [bucket] if name in named else []
 
 
+def _planned_release(release: DeploymentRelease) -> PlannedRelease:
+    return PlannedRelease(
+        neuron_sdk=release.sdk,
+        pinned=release.pinned,
+        pieces=[PlannedPiece(**dataclasses.asdict(piece)) for piece in release.pieces],
+        notes=list(release.notes),
+    )
+
+
 def build_plan(loaded: LoadedSpec) -> Plan:
     """Checks first (refusing a spec with errors), then resources and their requests, each checked offline."""
     findings = refuse_errors(loaded)
@@ -122,6 +151,7 @@ def build_plan(loaded: LoadedSpec) -> Plan:
         spec_sha256=loaded.digest,
         findings=[{"level": f.level, "field": f.field, "line": f.line, "text": f.one_line()} for f in findings],
         cost=plan_cost(loaded, resources),
+        release=_planned_release(deployment_release(spec, ctx.ami_ssm_parameter)),
         resources=planned,
         shared=[_planned_resource(resource) for resource in shared_resources(spec, ctx, resources)],
         request_count=len(requests),

@@ -34,6 +34,7 @@ from neurondeploy.resources.precompiled import (
     uses_precompiled,
     without_hub_token,
 )
+from neurondeploy.resources.release import deployment_release
 from neurondeploy.resources.retag import sagemaker_retag
 from neurondeploy.resources.sagemaker import (
     FIND_SAGEMAKER,
@@ -77,6 +78,8 @@ def container_image(spec: InferenceSpec, ctx: PlanContext) -> str:
         return container.image_uri
     if kind.ours and ctx.serving_image_uri:
         return ctx.serving_image_uri
+    if kind.ours:  # the DLC of the deployment's one release, the artifact's
+        return catalog.neuron_image(kind.image_purpose, spec.region, deployment_release(spec).sdk)
     return catalog.neuron_image(kind.image_purpose, spec.region, spec.neuron_sdk_version)
 
 

@@ -17,6 +17,7 @@ from neurondeploy.resources.naming import (
     s3_prefix_arn,
     source_uri,
 )
+from neurondeploy.resources.release import deployment_release
 from neurondeploy.resources.retag import sagemaker_retag
 from neurondeploy.resources.sagemaker import (
     FIND_SAGEMAKER,
@@ -178,7 +179,8 @@ def create_training_job_request(spec: TrainingSpec, ctx: PlanContext) -> dict:
     params = {
         "TrainingJobName": training_job_name(spec, ctx),
         "AlgorithmSpecification": {
-            "TrainingImage": spec.image_uri or catalog.neuron_image("training", spec.region, spec.neuron_sdk_version),
+            "TrainingImage": spec.image_uri
+            or catalog.neuron_image("training", spec.region, deployment_release(spec).sdk),
             "TrainingInputMode": "File",
         },
         "RoleArn": execution_role_arn(spec),

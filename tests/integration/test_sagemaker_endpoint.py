@@ -33,6 +33,7 @@ from neurondeploy.engine.uploads import ApplyError
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources import sagemaker_endpoint as rq
+from neurondeploy.resources.release import deployment_release
 from neurondeploy.resources.sagemaker_endpoint import endpoint_resources
 from neurondeploy.resources.validation import check_request
 
@@ -58,7 +59,9 @@ def test_inf2_endpoint_with_our_container_applied_reapplied_and_destroyed(sagema
     model = live.sm.describe_model(ModelName=model_request["ModelName"])
     container = model["PrimaryContainer"]
     # AWS's Neuron inference DLC, nothing built or pushed; our server rides in model.tar.gz (code/)
-    assert container["Image"] == catalog.neuron_image("inference", "us-east-1")
+    release = deployment_release(loaded.spec)  # the one release: the artifact's SDK is the image's
+    assert container["Image"] == catalog.neuron_image("inference", "us-east-1", release.sdk)
+    assert container["Image"].endswith(":" + release.piece("serving image").name)
     assert "/pytorch-inference-neuronx:" in container["Image"] and container["Image"].startswith("763104351884.")
     assert container["Image"] == model_request["PrimaryContainer"]["Image"]
     assert container["Environment"]["SAGEMAKER_PROGRAM"] == "inference.py"

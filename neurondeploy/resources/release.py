@@ -1,0 +1,206 @@
+"""One Neuron SDK release per deployment: every piece that must agree comes from the same row of the release matrix.
+
+What a spec runs on AWS, by kind and platform (the pieces):
+
+* a SageMaker endpoint of our container: the ``pytorch-inference-neuronx`` DLC of the release serves the artifact;
+  ``compile --remote`` compiles it in the ``pytorch-training-neuronx`` DLC of the same release;
+* an EC2 deployment of our container: the Neuron DLAMI its SSM parameter resolves to (the newest build only:
+  ``catalog.dlami``) serves the artifact, so the release is that DLAMI's; ``compile --remote`` as above;
+* a SageMaker training job: the ``pytorch-training-neuronx`` DLC of the release (unless the spec names its image);
+* a Hugging Face LLM container from the catalogue: its image, built for one SDK (``data/images.yaml``; none
+  for the TGI images, whose SDK the sources do not give);
+* an image the spec names: no piece (the operator matches its SDK).
+
+The artifact's Neuron SDK (its manifest, its compile cache key) is the release's. Unpinned, a spec gets the newest
+release in which every piece exists, preferring one where ``compile --remote`` can run too; pinned
+(``neuron_sdk_version``: "2.21" for the newest 2.21.x, or "2.21.0"), the pin's newest patch that has them, or an
+error naming the missing piece and the releases that have them all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from neurondeploy import catalog
+from neurondeploy.catalog import DlcRelease
+from neurondeploy.errors import CatalogError
+from neurondeploy.specs import InferenceSpec, Spec, TrainingSpec
+
+INFERENCE_DLC = "pytorch-inference-neuronx"
+TRAINING_DLC = "pytorch-training-neuronx"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One thing a deployment runs that is built for one Neuron SDK release."""
+
+    role: str  # "serving image", "training image", "compile job image", "instance DLAMI"
+    name: str  # the image tag or the SSM parameter
+    sdk: str  # the release it is built for ("2.30.0"; a DLAMI's minor line, "2.31")
+    python: str  # the Python it runs (the target's, for resolving what we install there)
+    source: str
+
+
+@dataclass(frozen=True)
+class DeploymentRelease:
+    sdk: str  # the artifact's compiler and every piece's release, "2.30.0"
+    pieces: tuple[Piece, ...]  # what runs the deployment; empty for local runs and the Hugging Face containers
+    compile_image: DlcRelease | None  # where compile --remote runs; None: no image for this release
+    pinned: bool
+    notes: tuple[str, ...] = ()  # what this release cannot do that the deployment may want (compile --remote)
+
+    def piece(self, role: str) -> Piece | None:
+        return next((p for p in self.pieces if p.role == role), None)
+
+
+@dataclass(frozen=True)
+class _Needs:
+    path: str  # catalog SDK path: training, trace-inference, nxdi-inference
+    serving_dlc: bool = False
+    training_dlc: bool = False
+    dlami: catalog.Dlami | None = None
+    compile_dlc: bool = False  # wanted (compile --remote), not required
+    hf_purpose: str | None = None  # a Hugging Face container's catalogue image, when its tags carry their SDK
+
+
+def sdk_path(spec: Spec) -> str:
+    """The toolkit path whose lifecycle decides which releases the spec can run on."""
+    if spec.kind == "training":
+        return "training"
+    return "trace-inference" if spec.container.runtime == "trace" else "nxdi-inference"
+
+
+def _needs(spec: Spec, dlami_parameter: str) -> _Needs:
+    path = sdk_path(spec)
+    if isinstance(spec, TrainingSpec):
+        on_sagemaker = spec.platform == "sagemaker" and not spec.image_uri
+        return _Needs(path, training_dlc=on_sagemaker)
+    assert isinstance(spec, InferenceSpec)
+    platform = spec.deployment.platform
+    if spec.deployment.container.image_uri:
+        return _Needs(path)
+    if not spec.container.ours:
+        purpose = spec.container.image_purpose
+        with_sdk = any(tag.sdk for tag in catalog.known_tags(purpose))
+        return _Needs(path, hf_purpose=purpose if with_sdk else None)
+    if platform == "ec2":
+        known = {d.parameter: d for d in catalog.dlamis()}
+        # A parameter the catalogue does not know (apply --ami-ssm-parameter): its SDK is the operator's to match.
+        return _Needs(path, dlami=known.get(dlami_parameter), compile_dlc=True)
+    return _Needs(path, serving_dlc=True, compile_dlc=True)
+
+
+def _rows(repository: str) -> dict[str, DlcRelease]:
+    """The newest-torch row per SDK release (rows run oldest torch first within a release)."""
+    return {row.sdk: row for row in catalog.dlc_releases() if row.repository == repository}
+
+
+def _in_pin(version: str, pin: str | None) -> bool:
+    if pin is None:
+        return True
+    if len(catalog.version_tuple(pin)) == 2:
+        return catalog.minor(version) == catalog.minor(pin)
+    return catalog.version_tuple(version) == catalog.version_tuple(pin)
+
+
+def _path_refusal(path: str, version: str) -> str | None:
+    try:
+        catalog.check_sdk_for(path, version)
+    except CatalogError as exc:
+        return exc.message
+    return None
+
+
+def _pieces(needs: _Needs, version: str) -> tuple[list[Piece], list[str]]:
+    """The pieces of release ``version`` for ``needs``, and what is missing."""
+    pieces: list[Piece] = []
+    missing: list[str] = []
+    for wanted, repository, role in (
+        (needs.serving_dlc, INFERENCE_DLC, "serving image"),
+        (needs.training_dlc, TRAINING_DLC, "training image"),
+    ):
+        row = _rows(repository).get(version) if wanted else None
+        if row is not None:
+            pieces.append(Piece(role, row.tag, row.sdk, row.python, f"{catalog.DLC_REPOSITORY}: {row.source}"))
+        elif wanted:
+            missing.append(f"no {repository} image")
+    if needs.hf_purpose is not None:
+        tags = [tag for tag in catalog.known_tags(needs.hf_purpose) if tag.sdk == version]
+        if tags:
+            python = re.search(r"-py(\d)(\d+)-", tags[-1].tag)
+            version_of_python = f"{python[1]}.{python[2]}" if python else "unknown"
+            pieces.append(Piece("serving image", tags[-1].tag, version, version_of_python, tags[-1].source))
+        else:
+            missing.append(f"no {tags_repository(needs.hf_purpose)} image")
+    if needs.dlami is not None:
+        if catalog.minor(needs.dlami.sdk) == catalog.minor(version):
+            dlami = needs.dlami
+            pieces.append(Piece("instance DLAMI", dlami.parameter, dlami.sdk, dlami.python, dlami.source))
+        else:
+            missing.append(f"the DLAMI of {needs.dlami.parameter} is Neuron SDK {needs.dlami.sdk}")
+    refusal = _path_refusal(needs.path, version)
+    if refusal:
+        missing.append(refusal)
+    return pieces, missing
+
+
+def tags_repository(purpose: str) -> str:
+    return catalog.known_tags(purpose)[0].repository
+
+
+def _candidates(needs: _Needs) -> list[str]:
+    """Every release the matrix knows, oldest first: the DLC rows' SDKs, and the DLAMI's line."""
+    versions = {row.sdk for row in catalog.dlc_releases()}
+    if needs.hf_purpose is not None:
+        versions |= {tag.sdk for tag in catalog.known_tags(needs.hf_purpose) if tag.sdk}
+    if needs.dlami is not None and not any(catalog.minor(v) == catalog.minor(needs.dlami.sdk) for v in versions):
+        versions.add(f"{needs.dlami.sdk}.0")
+    return sorted(versions, key=catalog.version_tuple)
+
+
+def deployment_release(spec: Spec, dlami_parameter: str = catalog.DEFAULT_DLAMI_PARAMETER) -> DeploymentRelease:
+    """The one release ``spec`` runs (module doc). Raises :class:`CatalogError` (one line, with the fix) when the
+    pin lacks a piece or no release has them all."""
+    needs = _needs(spec, dlami_parameter)
+    pin = spec.neuron_sdk_version
+    if not (needs.serving_dlc or needs.training_dlc or needs.dlami or needs.hf_purpose):
+        if pin:
+            catalog.check_sdk_for(needs.path, pin)
+        sdk = pin or catalog.latest_sdk_for(needs.path)
+        return DeploymentRelease(sdk, (), _rows(TRAINING_DLC).get(sdk) if needs.compile_dlc else None, pin is not None)
+    working: list[tuple[str, list[Piece]]] = []
+    refusals: list[str] = []
+    for version in _candidates(needs):
+        pieces, missing = _pieces(needs, version)
+        if not missing:
+            working.append((version, pieces))
+        elif _in_pin(version, pin):
+            refusals.append(f"{version}: {'; '.join(missing)}")
+    chosen = [(v, p) for v, p in working if _in_pin(v, pin)]
+    if not chosen:
+        releases = [v for v, _ in working]
+        have = ", ".join(releases[-3:]) + (f" (or one of {len(releases) - 3} older)" if len(releases) > 3 else "")
+        raise CatalogError(
+            f"no Neuron SDK release{f' {pin}' if pin else ''} has every piece this deployment runs ("
+            + (refusals[-1] if refusals else f"the catalogue has no release {pin}")
+            + ")",
+            f"set neuron_sdk_version to a release that has them all: {have}"
+            if working
+            else "no catalogued release fits: change the platform or instance type",
+        )
+    compile_rows = _rows(TRAINING_DLC)
+    with_compile = [(v, p) for v, p in chosen if v in compile_rows] if needs.compile_dlc else []
+    version, pieces = (with_compile or chosen)[-1]
+    compile_image = compile_rows.get(version) if needs.compile_dlc else None
+    notes: tuple[str, ...] = ()
+    if compile_image is not None:
+        source = f"{catalog.DLC_REPOSITORY}: {compile_image.source}"
+        pieces = [*pieces, Piece("compile job image", compile_image.tag, version, compile_image.python, source)]
+    elif needs.compile_dlc:
+        last = max(compile_rows, key=catalog.version_tuple)
+        notes = (
+            f"compile --remote needs a {TRAINING_DLC} image of Neuron SDK {version}; the last is {last}: compile on a "
+            "Neuron host with `neurondeploy compile`",
+        )
+    return DeploymentRelease(version, tuple(pieces), compile_image, pin is not None, notes)
