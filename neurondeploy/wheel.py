@@ -106,6 +106,64 @@ def runtime_constraints(requires: list[str]) -> str:
     return "".join(f"{name}=={version}\n" for name, version in sorted(pinned.items()))
 
 
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def version_admits(specifier: str | None, version: str) -> bool:
+    """Whether a PEP 440 specifier set (a distribution's ``Requires-Python`` such as ">=3.8,!=3.0.*", or a
+    requirement's ">=4.44,<5") admits ``version`` ("3.10.12"), as pip decides which versions it may install. The
+    clauses those use (comparisons, ``==X.Y.*``/``!=X.Y.*`` and ``~=``) over release numbers only: bare
+    installs have no ``packaging``."""
+    have = _release(version)
+    for clause in filter(None, (c.strip() for c in (specifier or "").split(","))):
+        match = re.fullmatch(r"(~=|==|!=|<=|>=|<|>)\s*([\d.]+)(\.\*)?", clause)
+        if not match:
+            continue  # not a release clause (pre-release or local segments): pip's reading is not ours to guess
+        op, version, wildcard = match.groups()
+        want = _release(version)
+        if wildcard:  # ==3.10.*: the same leading numbers
+            same = have[: len(want)] == want
+            if (op == "==") != same:
+                return False
+            continue
+        width = max(len(have), len(want))
+        a, b = have + (0,) * (width - len(have)), want + (0,) * (width - len(want))
+        ok = {
+            ">=": a >= b,
+            ">": a > b,
+            "<=": a <= b,
+            "<": a < b,
+            "==": a == b,
+            "!=": a != b,
+            "~=": a >= b and have[: len(want) - 1] == want[: len(want) - 1],
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def constraints_for(constraints: str, python: str) -> tuple[str, tuple[str, ...]]:
+    """``constraints`` (this machine's pins) for a target running ``python``: without the pins that Python cannot
+    install (their Requires-Python, read from the distribution installed here, excludes it), which are returned
+    as "name==version (Python X)". pip on the target then picks those for its own Python, within the toolkit's own
+    ranges (its Requires-Dist)."""
+    import importlib.metadata
+
+    kept, dropped = [], []
+    for line in constraints.splitlines():
+        name, _, version = line.partition("==")
+        try:
+            requires_python = importlib.metadata.metadata(name)["Requires-Python"]
+        except importlib.metadata.PackageNotFoundError:
+            requires_python = None
+        if version_admits(requires_python, python):
+            kept.append(line)
+        else:
+            dropped.append(f"{name}=={version} (Python {requires_python})")
+    return "".join(f"{line}\n" for line in kept), tuple(dropped)
+
+
 @functools.lru_cache(maxsize=1)
 def toolkit_wheel() -> ToolkitWheel:
     """The wheel of the neurondeploy imported here (built once per process)."""

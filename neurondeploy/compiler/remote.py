@@ -35,8 +35,10 @@ from neurondeploy.compiler.models import DigestMemo, load_model
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.manifest import MANIFEST_FORMAT
 from neurondeploy.planner.artifact_target import artifact_sdk, compile_target, remote_compile_hint
+from neurondeploy.resources.release import deployment_release
 from neurondeploy.resources.sagemaker_compile import ENTRY
 from neurondeploy.specs import InferenceSpec, LoadedSpec, load_spec
+from neurondeploy.wheel import version_admits
 
 JOB_SPEC = "spec.yaml"
 JOB_MODEL = "model"
@@ -119,14 +121,28 @@ def store_remote_artifact(key: str, artifact_dir: Path, cache: CompileCache) -> 
 # --- what the job runs ------------------------------------------------------------------------------------------
 
 
-def _requirements() -> list[str]:
-    """The toolkit's runtime dependencies (no extras but the image catalogue's), as pip reads them."""
+# transformers 5 turns PyTorch off below 2.6 ("Disabling PyTorch because PyTorch >= 2.6 is required", its
+# utils/import_utils.py is_torch_available) and declares no torch dependency pip could see: an image whose torch
+# is older keeps transformers 4.
+TRANSFORMERS_5_NEEDS_TORCH = "2.6"
+
+
+def job_requirements(image_torch: str) -> list[str]:
+    """What the job's requirements.txt asks the compile image's pip for: the toolkit's runtime dependencies (no
+    extras but the image catalogue's) and transformers in the compile extra's range, held below 5 when the image's
+    torch (``image_torch``, never changed by us) is older than transformers 5 accepts."""
     found = []
+    transformers = "transformers"
     for requirement in importlib.metadata.requires("neurondeploy") or []:
         name, _, marker = requirement.partition(";")
         if "extra ==" not in marker or re.search(r"extra\s*==\s*['\"]images['\"]", marker):
             found.append(name.strip())
-    return [*found, "transformers>=4.40"]
+        elif name.strip().startswith("transformers") and re.search(r"extra\s*==\s*['\"]compile['\"]", marker):
+            transformers = name.strip()
+    if not version_admits(f">={TRANSFORMERS_5_NEEDS_TORCH}", image_torch):
+        clauses = [c for c in transformers.removeprefix("transformers").split(",") if c and not c.startswith("<")]
+        transformers = "transformers" + ",".join([*clauses, "<5"])
+    return [*found, transformers]
 
 
 def stage_job_source(loaded: LoadedSpec, directory: Path) -> None:
@@ -148,7 +164,9 @@ def stage_job_source(loaded: LoadedSpec, directory: Path) -> None:
     raw["model"]["path"] = model_path
     (directory / JOB_SPEC).write_text(yaml.safe_dump(raw, sort_keys=False))
     shutil.copytree(Path(neurondeploy.__file__).parent, directory / "neurondeploy", ignore=ignore)
-    (directory / "requirements.txt").write_text("\n".join(_requirements()) + "\n")
+    compile_image = deployment_release(spec).compile_image
+    image_torch = compile_image.torch if compile_image else TRANSFORMERS_5_NEEDS_TORCH
+    (directory / "requirements.txt").write_text("\n".join(job_requirements(image_torch)) + "\n")
     (directory / ENTRY).write_text(
         '"""neurondeploy compile job: what the SageMaker training toolkit runs (sagemaker_program)."""\n\n'
         "import sys\n\nfrom neurondeploy.compiler.remote import job_main\n\nsys.exit(job_main(sys.argv[1:]))\n"

@@ -40,6 +40,7 @@ from neurondeploy.planner.checks import refuse_errors, resolve_model_path
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.naming import artifact_uri
+from neurondeploy.resources.release import serving_python
 from neurondeploy.resources.sagemaker_endpoint import runs_on_dlc
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 from neurondeploy.wheel import toolkit_wheel
@@ -152,7 +153,7 @@ def apply_spec(
         if notice:
             on_event(notice)
         if spec.deployment.platform == "sagemaker" and runs_on_dlc(spec, ctx):  # our server rides in model.tar.gz
-            artifact_dir = dlc_model_dir(Path(artifact_dir), toolkit_wheel())
+            artifact_dir = dlc_model_dir(Path(artifact_dir), toolkit_wheel(), serving_python(spec))
         digest = artifact_digest(Path(artifact_dir))
         uri = artifact_uri(spec, dataclasses.replace(ctx, artifact_sha256=digest))
         if not artifact_is_current(transport, uri, digest):

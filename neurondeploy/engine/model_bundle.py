@@ -12,7 +12,7 @@ from pathlib import Path
 from neurondeploy.archive import packed_files
 from neurondeploy.resources.compute import CONSTRAINTS_FILE
 from neurondeploy.resources.sagemaker_endpoint import DLC_CODE_DIR, DLC_PROGRAM
-from neurondeploy.wheel import ToolkitWheel
+from neurondeploy.wheel import ToolkitWheel, constraints_for
 
 HANDLER = "from neurondeploy.serving.sagemaker_handler import input_fn, model_fn, output_fn, predict_fn  # noqa: F401\n"
 
@@ -30,9 +30,11 @@ def link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def dlc_model_dir(artifact_dir: Path, wheel: ToolkitWheel) -> Path:
+def dlc_model_dir(artifact_dir: Path, wheel: ToolkitWheel, python: str | None) -> Path:
     """``<artifact>.sagemaker/`` beside the artifact: its files (hard links) and ``code/``, rebuilt each time (the
-    same inputs give the same files, so the same digest and no second upload)."""
+    same inputs give the same files, so the same digest and no second upload). ``python`` is the image's (the
+    release's serving piece): code/constraints.txt keeps only pins it can install; None (an image the spec names,
+    whose Python the catalogue does not know) keeps this machine's."""
     artifact_dir = Path(artifact_dir)
     target = artifact_dir.parent / f"{artifact_dir.name}.sagemaker"
     shutil.rmtree(target, ignore_errors=True)
@@ -42,6 +44,6 @@ def dlc_model_dir(artifact_dir: Path, wheel: ToolkitWheel) -> Path:
     code.mkdir(parents=True, exist_ok=True)
     (code / DLC_PROGRAM).write_text(HANDLER)
     (code / "requirements.txt").write_text(requirements(wheel))
-    (code / CONSTRAINTS_FILE).write_text(wheel.constraints)
+    (code / CONSTRAINTS_FILE).write_text(constraints_for(wheel.constraints, python)[0] if python else wheel.constraints)
     (code / wheel.filename).write_bytes(wheel.data)
     return target

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from neurondeploy import catalog
 from neurondeploy.planner.checks import refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.cost import Cost, plan_cost
@@ -23,6 +24,7 @@ from neurondeploy.resources.release import DeploymentRelease, deployment_release
 from neurondeploy.resources.s3 import shared_bucket_resource
 from neurondeploy.resources.validation import validate_request
 from neurondeploy.specs import LoadedSpec, load_spec
+from neurondeploy.wheel import constraints_for, toolkit_identity
 
 PLAN_FORMAT = 1
 
@@ -127,11 +129,20 @@ def shared_resources(spec, ctx, resources: list[Resource]) -> list[Resource]:
 
 
 def _planned_release(release: DeploymentRelease) -> PlannedRelease:
+    notes = list(release.notes)
+    serving = release.piece("serving image")
+    if serving is not None and serving.name in {row.tag for row in catalog.dlc_releases()}:  # our wheel goes in
+        _, left = constraints_for(toolkit_identity().constraints, serving.python)
+        if left:
+            notes.append(
+                f"the serving image's Python {serving.python} cannot install this machine's {', '.join(left)}: "
+                "its pip picks versions for it within neurondeploy's ranges"
+            )
     return PlannedRelease(
         neuron_sdk=release.sdk,
         pinned=release.pinned,
         pieces=[PlannedPiece(**dataclasses.asdict(piece)) for piece in release.pieces],
-        notes=list(release.notes),
+        notes=notes,
     )
 
 

@@ -64,6 +64,13 @@ class _Needs:
     hf_purpose: str | None = None  # a Hugging Face container's catalogue image, when its tags carry their SDK
 
 
+def serving_python(spec: InferenceSpec) -> str | None:
+    """The Python of the image that serves the deployment (what our requirements install into), when the catalogue
+    knows it."""
+    piece = deployment_release(spec).piece("serving image")
+    return piece.python if piece else None
+
+
 def sdk_path(spec: Spec) -> str:
     """The toolkit path whose lifecycle decides which releases the spec can run on."""
     if spec.kind == "training":

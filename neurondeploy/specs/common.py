@@ -239,8 +239,9 @@ class SpecBase(StrictModel):
     neuron_sdk_version: Annotated[
         str | None,
         Field(
-            description="Neuron SDK release to build and run with (e.g. 2.27.0). Empty: the newest release that "
-            "still supports this path (see the catalogue's SDK lifecycle).",
+            description="Neuron SDK release to build and run with (e.g. 2.27.0): the artifact, the images and the "
+            "DLAMI all come from it. Empty: the newest release in which every piece of the deployment exists "
+            "(`plan` shows it).",
             pattern=r"^2\.\d{1,2}\.\d{1,2}$",
         ),
     ] = None

@@ -52,7 +52,7 @@ def test_the_dlc_model_is_the_artifact_plus_code_and_rebuilds_to_the_same_digest
     (artifact / "manifest.json").write_text("{}")
     (artifact / "buckets" / "b1_s8.pt").write_bytes(b"module")
     wheel = toolkit_wheel()
-    bundle = dlc_model_dir(artifact, wheel)
+    bundle = dlc_model_dir(artifact, wheel, None)  # no catalogued Python: this machine's pins
     assert bundle == tmp_path / "artifacts" / "m.sagemaker"
     assert (bundle / "buckets" / "b1_s8.pt").stat().st_ino == (artifact / "buckets" / "b1_s8.pt").stat().st_ino
     assert (bundle / "code" / "inference.py").read_text() == HANDLER
@@ -63,7 +63,7 @@ def test_the_dlc_model_is_the_artifact_plus_code_and_rebuilds_to_the_same_digest
     assert (bundle / "code" / wheel.filename).read_bytes() == wheel.data
     assert (bundle / "code" / "constraints.txt").read_text() == wheel.constraints
     digest = artifact_digest(bundle)
-    assert artifact_digest(dlc_model_dir(artifact, wheel)) == digest
+    assert artifact_digest(dlc_model_dir(artifact, wheel, None)) == digest
 
 
 def _identity_in_fresh_process(cache_dir) -> dict:

@@ -1,0 +1,81 @@
+"""What we install on a target is installable on the target's Python, not this interpreter's (issue 22).
+
+The reported failure: model.tar.gz's code/constraints.txt pinned what this machine has (starlette 1.10.0 and
+uvicorn 0.55.0, which need Python >= 3.11) while the 2.21 inference DLC runs Python 3.10.12 (its Dockerfile): the
+toolkit's requirements install fails and the container exits. Each pin's Requires-Python is read from the
+distribution installed here, the same metadata pip reads on the target."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+
+from neurondeploy.compiler.remote import stage_job_source
+from neurondeploy.engine.model_bundle import dlc_model_dir
+from neurondeploy.resources.release import deployment_release
+from neurondeploy.specs import LoadedSpec, load_spec
+from neurondeploy.wheel import toolkit_wheel, version_admits
+
+TEMPLATE = Path(__file__).parents[2] / "templates" / "minilm-sagemaker.yaml"
+
+
+def serving_python(pin: str | None) -> str:
+    spec = load_spec(TEMPLATE).spec.model_copy(update={"neuron_sdk_version": pin})
+    return deployment_release(spec).piece("serving image").python
+
+
+@pytest.mark.parametrize("pin", ["2.21.0", None], ids=["2.21 (Python 3.10)", "unpinned"])
+def test_the_bundles_constraints_install_on_the_images_python(tmp_path, pin):
+    python = serving_python(pin)
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    (artifact / "manifest.json").write_text("{}")
+    code = dlc_model_dir(artifact, toolkit_wheel(), python) / "code"
+    pins = [line.split("==") for line in (code / "constraints.txt").read_text().splitlines() if "==" in line]
+    assert pins
+    for name, version in pins:
+        requires_python = importlib.metadata.metadata(name)["Requires-Python"]
+        assert importlib.metadata.version(name) == version
+        assert version_admits(requires_python, python), (
+            f"{name}=={version} needs Python {requires_python}, not {python}"
+        )
+
+
+@pytest.mark.parametrize(
+    ("requires", "python", "admits"),
+    [
+        (">=3.11", "3.10.12", False),
+        (">=3.11", "3.12.11", True),
+        (">=3.10", "3.10", True),
+        (">=3.8,<3.11", "3.12", False),
+        ("!=3.0.*,!=3.1.*,>=2.7", "3.10.12", True),
+        ("~=3.10", "3.12.1", True),
+        ("==3.10.*", "3.11.2", False),
+        (None, "3.10", True),
+        ("", "3.10", True),
+    ],
+)
+def test_requires_python_is_read_as_pip_reads_it(requires, python, admits):
+    assert version_admits(requires, python) is admits
+
+
+def staged_requirements(tmp_path, pin: str | None) -> list[str]:
+    loaded = load_spec(TEMPLATE)
+    spec = loaded.spec.model_copy(update={"neuron_sdk_version": pin})
+    stage_job_source(LoadedSpec(spec, loaded.source, loaded.path, loaded.digest), tmp_path / "job")
+    return (tmp_path / "job" / "requirements.txt").read_text().splitlines()
+
+
+def test_the_compile_job_keeps_transformers_4_where_the_images_torch_is_older_than_2_6(tmp_path):
+    """The reported failure: the job asked for transformers>=4.40 uncapped; on the 2.21 training DLC's Python 3.10
+    pip takes transformers 5.20.2, which turns PyTorch off below 2.6, and that image's torch is 2.5.1."""
+    spec = load_spec(TEMPLATE).spec.model_copy(update={"neuron_sdk_version": "2.21.0"})
+    assert deployment_release(spec).compile_image.torch == "2.5.1"
+    (transformers,) = [r for r in staged_requirements(tmp_path, "2.21.0") if r.startswith("transformers")]
+    wanted = transformers.removeprefix("transformers")
+    assert not version_admits(wanted, "5.20.2") and version_admits(wanted, "4.57.1")
+    # torch 2.9 (the newest training DLC) takes transformers 5 within the compile extra's range
+    (newest,) = [r for r in staged_requirements(tmp_path / "new", None) if r.startswith("transformers")]
+    assert version_admits(newest.removeprefix("transformers"), "5.20.2")
