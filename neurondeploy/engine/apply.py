@@ -40,7 +40,7 @@ from neurondeploy.planner.checks import refuse_errors, resolve_model_path
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.naming import artifact_uri
-from neurondeploy.resources.release import serving_python
+from neurondeploy.resources.release import instance_python, serving_python, target_constraints
 from neurondeploy.resources.sagemaker_endpoint import runs_on_dlc
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 from neurondeploy.wheel import toolkit_wheel
@@ -176,7 +176,9 @@ def apply_spec(
         on_event(f"uploaded the artifact to {upload[1]}")
     if needs_toolkit(loaded):  # instances install this exact build from the bucket (user data checks its sha256)
         ensure_bucket(transport, spec.region, ctx)
-        wheel = toolkit_wheel()
+        wheel = toolkit_wheel()  # with its constraints for the instances' Python, as the plan names them
+        python = instance_python(spec, ctx.ami_ssm_parameter)
+        wheel = dataclasses.replace(wheel, constraints=target_constraints(wheel.constraints, python))
         if (wheel.sha256, wheel.constraints_sha256) != (ctx.toolkit_sha256, ctx.toolkit_constraints_sha256):
             raise ApplyError(  # the user data would check for another wheel than the one uploaded
                 f"the neurondeploy wheel built now ({wheel.sha256[:16]}) is not the one this plan names "

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from neurondeploy.archive import packed_files
 from neurondeploy.resources.compute import CONSTRAINTS_FILE
+from neurondeploy.resources.release import target_constraints
 from neurondeploy.resources.sagemaker_endpoint import DLC_CODE_DIR, DLC_PROGRAM
-from neurondeploy.wheel import ToolkitWheel, constraints_for
+from neurondeploy.wheel import ToolkitWheel
 
 HANDLER = "from neurondeploy.serving.sagemaker_handler import input_fn, model_fn, output_fn, predict_fn  # noqa: F401\n"
 
@@ -44,6 +45,6 @@ def dlc_model_dir(artifact_dir: Path, wheel: ToolkitWheel, python: str | None) -
     code.mkdir(parents=True, exist_ok=True)
     (code / DLC_PROGRAM).write_text(HANDLER)
     (code / "requirements.txt").write_text(requirements(wheel))
-    (code / CONSTRAINTS_FILE).write_text(constraints_for(wheel.constraints, python)[0] if python else wheel.constraints)
+    (code / CONSTRAINTS_FILE).write_text(target_constraints(wheel.constraints, python))
     (code / wheel.filename).write_bytes(wheel.data)
     return target

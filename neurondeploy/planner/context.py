@@ -4,12 +4,14 @@ endpoint's model size sizes its volume; a training job's source digest names the
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
 
 from neurondeploy.archive import artifact_digest
 from neurondeploy.planner.checks import model_architecture
 from neurondeploy.planner.sizing import DTYPE_BYTES, parameter_count
-from neurondeploy.resources.model import PlanContext
+from neurondeploy.resources.model import DLAMI_SSM_PARAMETER, PlanContext
+from neurondeploy.resources.release import instance_python, target_constraints
 from neurondeploy.specs import LoadedSpec
 from neurondeploy.wheel import toolkit_identity
 
@@ -35,20 +37,25 @@ def _training_values(loaded: LoadedSpec, overrides: dict) -> dict:
 TRAINING_JOB_ARTIFACTS = "s3://resolved-at-apply/{job}/output/model.tar.gz"
 
 
-def toolkit_values() -> dict:
-    """The exact build of this toolkit that EC2 instances install (its identity: apply builds and uploads it)."""
+def toolkit_values(python: str | None) -> dict:
+    """The exact build of this toolkit that EC2 instances install (its identity: apply builds and uploads it), with
+    its constraints for the instances' Python (``python``; None: unknown, this machine's)."""
     wheel = toolkit_identity()
-    boto3 = next((line for line in wheel.constraints.splitlines() if line.startswith("boto3==")), "boto3")
+    constraints = target_constraints(wheel.constraints, python)
+    boto3 = next((line for line in constraints.splitlines() if line.startswith("boto3==")), "boto3")
     return {
         "toolkit_wheel": wheel.filename,
         "toolkit_sha256": wheel.sha256,
-        "toolkit_constraints_sha256": wheel.constraints_sha256,
+        "toolkit_constraints_sha256": hashlib.sha256(constraints.encode()).hexdigest(),
         "toolkit_boto3": boto3,
     }
 
 
 def _inference_values(loaded: LoadedSpec, overrides: dict) -> dict:
-    toolkit = toolkit_values() if loaded.spec.deployment.platform == "ec2" and "toolkit_sha256" not in overrides else {}
+    spec = loaded.spec
+    toolkit = {}
+    if spec.deployment.platform == "ec2" and "toolkit_sha256" not in overrides:
+        toolkit = toolkit_values(instance_python(spec, overrides.get("ami_ssm_parameter", DLAMI_SSM_PARAMETER)))
     return {**toolkit, **_model_values(loaded)}
 
 

@@ -26,6 +26,7 @@ from neurondeploy import catalog
 from neurondeploy.catalog import DlcRelease
 from neurondeploy.errors import CatalogError
 from neurondeploy.specs import InferenceSpec, Spec, TrainingSpec
+from neurondeploy.wheel import constraints_for
 
 INFERENCE_DLC = "pytorch-inference-neuronx"
 TRAINING_DLC = "pytorch-training-neuronx"
@@ -69,6 +70,18 @@ def serving_python(spec: InferenceSpec) -> str | None:
     knows it."""
     piece = deployment_release(spec).piece("serving image")
     return piece.python if piece else None
+
+
+def instance_python(spec: InferenceSpec, dlami_parameter: str) -> str | None:
+    """The Python of the EC2 instances' DLAMI environment (what our wheel installs into), when the catalogue knows
+    the DLAMI."""
+    piece = deployment_release(spec, dlami_parameter).piece("instance DLAMI")
+    return piece.python if piece else None
+
+
+def target_constraints(constraints: str, python: str | None) -> str:
+    """This machine's pins as a target running ``python`` can install them (unknown Python: as they are)."""
+    return constraints_for(constraints, python)[0] if python else constraints
 
 
 def sdk_path(spec: Spec) -> str:

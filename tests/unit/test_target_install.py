@@ -7,16 +7,20 @@ distribution installed here, the same metadata pip reads on the target."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 from pathlib import Path
 
 import pytest
 
+from neurondeploy import catalog
 from neurondeploy.compiler.remote import stage_job_source
 from neurondeploy.engine.model_bundle import dlc_model_dir
-from neurondeploy.resources.release import deployment_release
+from neurondeploy.planner.context import plan_context, toolkit_values
+from neurondeploy.resources.model import DLAMI_SSM_PARAMETER
+from neurondeploy.resources.release import deployment_release, instance_python
 from neurondeploy.specs import LoadedSpec, load_spec
-from neurondeploy.wheel import toolkit_wheel, version_admits
+from neurondeploy.wheel import constraints_for, toolkit_wheel, version_admits
 
 TEMPLATE = Path(__file__).parents[2] / "templates" / "minilm-sagemaker.yaml"
 
@@ -79,3 +83,18 @@ def test_the_compile_job_keeps_transformers_4_where_the_images_torch_is_older_th
     # torch 2.9 (the newest training DLC) takes transformers 5 within the compile extra's range
     (newest,) = [r for r in staged_requirements(tmp_path / "new", None) if r.startswith("transformers")]
     assert version_admits(newest.removeprefix("transformers"), "5.20.2")
+
+
+def test_ec2_instances_get_the_constraints_for_their_dlamis_python():
+    """What the plan's user data checks (the constraints' sha256) is this machine's pins as the DLAMI's Python can
+    install them; a DLAMI the catalogue does not know keeps this machine's."""
+    loaded = load_spec(TEMPLATE.parent / "minilm-ec2-alb.yaml")
+    python = instance_python(loaded.spec, DLAMI_SSM_PARAMETER)
+    assert python == catalog.dlami(DLAMI_SSM_PARAMETER).python
+    constraints = toolkit_wheel().constraints
+    expected = hashlib.sha256(constraints_for(constraints, python)[0].encode()).hexdigest()
+    assert plan_context(loaded).toolkit_constraints_sha256 == expected
+    unknown = plan_context(loaded, ami_ssm_parameter="/my/ami").toolkit_constraints_sha256
+    assert unknown == hashlib.sha256(constraints.encode()).hexdigest()
+    # a Python that cannot take every pin gets fewer: the hash follows the target
+    assert toolkit_values("3.10.12")["toolkit_constraints_sha256"] != toolkit_values(None)["toolkit_constraints_sha256"]
