@@ -3,7 +3,8 @@
 What a spec runs on AWS, by kind and platform (the pieces):
 
 * a SageMaker endpoint of our container: the ``pytorch-inference-neuronx`` DLC of the release serves the artifact;
-  ``compile --remote`` compiles it in the ``pytorch-training-neuronx`` DLC of the same release;
+  ``compile --remote`` compiles it in the ``pytorch-training-neuronx`` DLC of the same release, or in its inference
+  DLC where no training DLC is published (from 2.31);
 * an EC2 deployment of our container: the Neuron DLAMI its SSM parameter resolves to (the newest build only:
   ``catalog.dlami``) serves the artifact, so the release is that DLAMI's; ``compile --remote`` as above;
 * a SageMaker training job: the ``pytorch-training-neuronx`` DLC of the release (unless the spec names its image);
@@ -116,6 +117,13 @@ def _rows(repository: str) -> dict[str, DlcRelease]:
     return {row.sdk: row for row in catalog.dlc_releases() if row.repository == repository}
 
 
+def compile_image_for(sdk: str) -> DlcRelease | None:
+    """Where ``compile --remote`` runs for release ``sdk``: its training DLC (the SageMaker training toolkit runs the
+    job), else its inference DLC (the same neuronx-cc and torch-neuronx; the job brings its own few steps), else
+    nowhere."""
+    return _rows(TRAINING_DLC).get(sdk) or _rows(INFERENCE_DLC).get(sdk)
+
+
 def _in_pin(version: str, pin: str | None) -> bool:
     if pin is None:
         return True
@@ -188,7 +196,7 @@ def deployment_release(spec: Spec, dlami_parameter: str = catalog.DEFAULT_DLAMI_
         if pin:
             catalog.check_sdk_for(needs.path, pin)
         sdk = pin or catalog.latest_sdk_for(needs.path)
-        return DeploymentRelease(sdk, (), _rows(TRAINING_DLC).get(sdk) if needs.compile_dlc else None, pin is not None)
+        return DeploymentRelease(sdk, (), compile_image_for(sdk) if needs.compile_dlc else None, pin is not None)
     working: list[tuple[str, list[Piece]]] = []
     refusals: list[str] = []
     for version in _candidates(needs):
@@ -209,18 +217,16 @@ def deployment_release(spec: Spec, dlami_parameter: str = catalog.DEFAULT_DLAMI_
             if working
             else "no catalogued release fits: change the platform or instance type",
         )
-    compile_rows = _rows(TRAINING_DLC)
-    with_compile = [(v, p) for v, p in chosen if v in compile_rows] if needs.compile_dlc else []
+    with_compile = [(v, p) for v, p in chosen if compile_image_for(v)] if needs.compile_dlc else []
     version, pieces = (with_compile or chosen)[-1]
-    compile_image = compile_rows.get(version) if needs.compile_dlc else None
+    compile_image = compile_image_for(version) if needs.compile_dlc else None
     notes: tuple[str, ...] = ()
     if compile_image is not None:
         source = f"{catalog.DLC_REPOSITORY}: {compile_image.source}"
         pieces = [*pieces, Piece("compile job image", compile_image.tag, version, compile_image.python, source)]
     elif needs.compile_dlc:
-        last = max(compile_rows, key=catalog.version_tuple)
         notes = (
-            f"compile --remote needs a {TRAINING_DLC} image of Neuron SDK {version}; the last is {last}: compile on a "
-            "Neuron host with `neurondeploy compile`",
+            f"compile --remote needs a Neuron DLC of SDK {version} and the catalogue has none: compile on a Neuron "
+            "host with `neurondeploy compile`",
         )
     return DeploymentRelease(version, tuple(pieces), compile_image, pin is not None, notes)

@@ -17,7 +17,8 @@ import json
 from dataclasses import dataclass
 
 from neurondeploy import catalog
-from neurondeploy.errors import PlanError
+from neurondeploy.catalog import DlcRelease
+from neurondeploy.errors import CatalogError, PlanError
 from neurondeploy.resources.iam import (
     ecr_pull_statements,
     s3_statements,
@@ -26,6 +27,7 @@ from neurondeploy.resources.iam import (
 )
 from neurondeploy.resources.model import PlanContext, Request, Resource, resource, with_lookups
 from neurondeploy.resources.naming import bucket_name, parent_uri
+from neurondeploy.resources.release import compile_image_for
 from neurondeploy.resources.sagemaker import NAME_MAX, execution_role_arn, execution_role_resources, sagemaker_tags
 from neurondeploy.resources.sagemaker_endpoint import container_image
 from neurondeploy.resources.sagemaker_training import FINISHED_JOB_REFUSAL
@@ -94,8 +96,32 @@ def compile_job_name(spec: InferenceSpec, ctx: PlanContext) -> str:
     return name
 
 
+def compile_job_row(sdk: str) -> DlcRelease:
+    row = compile_image_for(sdk)
+    if row is None:
+        raise CatalogError(
+            f"compile --remote needs a Neuron DLC of SDK {sdk} and the catalogue has none",
+            "set neuron_sdk_version to a release with a pytorch-training-neuronx or pytorch-inference-neuronx image, "
+            "or compile on a Neuron host with `neurondeploy compile`",
+        )
+    return row
+
+
 def compile_job_image(spec: InferenceSpec, sdk: str) -> str:
-    return catalog.neuron_image("training", spec.region, sdk)
+    row = compile_job_row(sdk)
+    return catalog.image_uri(row.repository, spec.region, row.tag)
+
+
+# A release without a training DLC (none is published after 2.30) compiles in its inference DLC: the same neuronx-cc
+# and torch-neuronx, but no SageMaker training toolkit, so the job does the toolkit's three steps itself: unpack the
+# source (the "code" channel), install its requirements, run the entry. The job's values are its arguments ("$@"),
+# never part of the script.
+JOB_BOOTSTRAP = (
+    'set -euo pipefail; code=/opt/ml/code; mkdir -p "$code"; '
+    'tar -xzf /opt/ml/input/data/code/*.tar.gz -C "$code"; cd "$code"; '
+    "python3 -m pip install --no-cache-dir -r requirements.txt; "
+    f'exec python3 {ENTRY} "$@"'
+)
 
 
 def create_compile_job_request(spec: InferenceSpec, ctx: PlanContext, job: CompileJob) -> dict:
@@ -109,9 +135,14 @@ def create_compile_job_request(spec: InferenceSpec, ctx: PlanContext, job: Compi
     environment = {"HF_HUB_OFFLINE": "1"}  # the model is in the archive: never a hub download
     if not is_neuron_host(job.instance_type):
         environment[CROSS_COMPILE_ENV] = "1"
-    return {
+    algorithm = {"TrainingImage": compile_job_image(spec, job.sdk), "TrainingInputMode": "File"}
+    own_steps = compile_job_row(job.sdk).repository != "pytorch-training-neuronx"
+    if own_steps:
+        arguments = ["--artifact_key", job.artifact_key, "--cache_s3", job.cache_uri]
+        algorithm |= {"ContainerEntrypoint": ["/bin/bash", "-c", JOB_BOOTSTRAP, ENTRY], "ContainerArguments": arguments}
+    request = {
         "TrainingJobName": compile_job_name(spec, ctx),
-        "AlgorithmSpecification": {"TrainingImage": compile_job_image(spec, job.sdk), "TrainingInputMode": "File"},
+        "AlgorithmSpecification": algorithm,
         "RoleArn": execution_role_arn(spec),
         # JSON-encoded, as the SDK's framework estimators send them: the toolkit json-decodes each value.
         "HyperParameters": {key: json.dumps(value) for key, value in hyperparameters.items()},
@@ -122,6 +153,16 @@ def create_compile_job_request(spec: InferenceSpec, ctx: PlanContext, job: Compi
         "Environment": environment,
         "Tags": sagemaker_tags(spec, **{"neurondeploy:run-id": ctx.run_id}),
     }
+    if own_steps:  # no toolkit reads hyperparameters: the source comes as a channel, SM_MODEL_DIR is set here
+        del request["HyperParameters"]
+        source = {
+            "S3DataType": "S3Prefix",
+            "S3Uri": compile_source_uri(spec, ctx),
+            "S3DataDistributionType": "FullyReplicated",
+        }
+        request["InputDataConfig"] = [{"ChannelName": "code", "DataSource": {"S3DataSource": source}}]
+        request["Environment"] |= {"SM_MODEL_DIR": "/opt/ml/model", "AWS_DEFAULT_REGION": spec.region}
+    return request
 
 
 def job_environment(region: str) -> dict[str, str]:

@@ -56,10 +56,34 @@ def test_the_request_is_valid_and_the_role_reads_the_source_and_writes_only_the_
     assert writes and all("compile-cache/*" in r or "/output/*" in r for s in writes for r in s["Resource"])
 
 
-def test_an_sdk_without_a_training_dlc_is_refused_with_the_known_tags():
-    with pytest.raises(CatalogError, match="no known pytorch-training-neuronx tag for Neuron SDK 2.31.0") as refused:
-        job_and_role("ml.trn1.2xlarge", sdk="2.31.0")
-    assert "2.27.0" in refused.value.hint
+def test_a_release_without_a_training_dlc_compiles_in_its_inference_dlc_with_its_own_steps():
+    """No pytorch-training-neuronx is published after 2.30: the 2.31 job runs the 2.31 inference DLC (same
+    neuronx-cc), with no training toolkit, so it unpacks the source from its channel, installs the requirements
+    and runs the entry itself. The job's values are arguments, never part of the shell script."""
+    job, role = job_and_role("ml.trn1.2xlarge", sdk="2.31.0")
+    check_request("sagemaker", "CreateTrainingJob", {**job, "RoleArn": "arn:aws:iam::123456789012:role/r"})
+    algorithm = job["AlgorithmSpecification"]
+    assert algorithm["TrainingImage"].endswith("/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.31.0-ubuntu24.04")
+    entrypoint, arguments = algorithm["ContainerEntrypoint"], algorithm["ContainerArguments"]
+    assert entrypoint[:2] == ["/bin/bash", "-c"] and arguments == ["--artifact_key", KEY, "--cache_s3", CACHE]
+    assert KEY not in entrypoint[2] and CACHE not in entrypoint[2] and '"$@"' in entrypoint[2]
+    (channel,) = job["InputDataConfig"]
+    assert channel["ChannelName"] == "code" and channel["DataSource"]["S3DataSource"]["S3Uri"].endswith(
+        "/compile-source/sourcedir-0123456789abcdef.tar.gz"
+    )
+    assert "HyperParameters" not in job and job["Environment"]["SM_MODEL_DIR"] == "/opt/ml/model"
+    policy = json.loads(role.create[1].params["PolicyDocument"])
+    reads = [r for s in policy["Statement"] if "s3:GetObject" in s["Action"] for r in s["Resource"]]
+    assert any("/compile-source/" in r for r in reads)
+    # a release with a training DLC keeps the toolkit's contract
+    trained, _ = job_and_role("ml.trn1.2xlarge", sdk="2.30.0")
+    assert "ContainerEntrypoint" not in trained["AlgorithmSpecification"] and "HyperParameters" in trained
+
+
+def test_a_release_without_any_dlc_is_refused_with_the_fix():
+    with pytest.raises(CatalogError, match="compile --remote needs a Neuron DLC of SDK 2.32.0") as refused:
+        job_and_role("ml.trn1.2xlarge", sdk="2.32.0")
+    assert "neurondeploy compile" in refused.value.hint
 
 
 def test_cross_compile_passes_cpu_backend_to_torch_neuronx(tmp_path, monkeypatch):

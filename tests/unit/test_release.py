@@ -85,9 +85,12 @@ def test_every_piece_comes_from_one_release(template, pin):
 
 
 def test_unpinned_picks_the_newest_release_where_compile_remote_runs_too():
+    """Unpinned: the newest release; compile --remote runs in its training DLC or, from 2.31, its inference DLC."""
     sagemaker = deployment_release(load_spec(TEMPLATES[0].parent / "minilm-sagemaker.yaml").spec)
-    training_sdks = {row.sdk for row in catalog.dlc_releases() if row.repository == "pytorch-training-neuronx"}
-    assert sagemaker.compile_image is not None and sagemaker.sdk == max(training_sdks, key=catalog.version_tuple)
+    inference = [row for row in catalog.dlc_releases() if row.repository == "pytorch-inference-neuronx"]
+    assert sagemaker.sdk == max((row.sdk for row in inference), key=catalog.version_tuple)
+    # 2.31 has no training DLC: the job compiles in the release's own inference DLC, the serving image itself
+    assert sagemaker.compile_image.tag == sagemaker.piece("serving image").name
     # The EC2 instances' DLAMI decides theirs: its SDK line, whatever the DLC images are.
     ec2 = deployment_release(load_spec(TEMPLATES[0].parent / "minilm-ec2-alb.yaml").spec)
     assert catalog.minor(ec2.sdk) == catalog.minor(catalog.dlami(catalog.DEFAULT_DLAMI_PARAMETER).sdk)
