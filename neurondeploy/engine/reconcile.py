@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from neurondeploy.engine.state import DeploymentState, ResourceState
+from neurondeploy.resources.graph import dependencies_first
 from neurondeploy.resources.model import (
     Resource,
     content_hash,
@@ -82,19 +83,8 @@ def is_retired(name: str) -> bool:
 def deletion_order(records: dict[str, ResourceState], names) -> list[ResourceState]:
     """``names`` of ``records`` dependents first (by recorded dependencies, then newest first): an endpoint
     updated in place keeps its old sequence while the config it now uses is newer."""
-    order: list[str] = []
-    seen: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in seen or name not in records:
-            return
-        seen.add(name)
-        for dependency in records[name].depends_on:
-            visit(dependency)
-        order.append(name)
-
-    for record in sorted(records.values(), key=lambda r: r.sequence):
-        visit(record.name)
+    by_sequence = [record.name for record in sorted(records.values(), key=lambda r: r.sequence)]
+    order = dependencies_first(by_sequence, lambda name: records[name].depends_on)
     wanted = set(names)
     return [records[n] for n in reversed(order) if n in wanted]
 

@@ -36,7 +36,7 @@ from neurondeploy.resources import network, route53
 from neurondeploy.resources.registry import deletion_order, registry, sources
 from neurondeploy.resources.tags import DEPLOYMENT_TAG, LINEAGE_TAG, RESOURCE_TAG, tag_dict
 
-DELETE_ORDER: tuple[str, ...] = deletion_order()  # every kind's Kind.order, dependents first
+DELETE_ORDER: tuple[str, ...] = deletion_order()  # from every kind's Kind.uses, dependents first
 SCAN_THREADS = 8
 UNCHECKED = "sweep:unchecked"  # a source that could not be read: nothing can be proven about it
 

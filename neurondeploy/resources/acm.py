@@ -96,6 +96,5 @@ KINDS = (
         ),
         find=Find("acm", 600, _find_certificates),  # before the records: they need its certificates
         delete=Sends(delete_certificate),
-        order=120,
     ),
 )

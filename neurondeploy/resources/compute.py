@@ -441,7 +441,15 @@ KINDS = (
             detail=lambda i: f"instance {i.get('InstanceType')} {i['State']['Name']}",
         ),
         delete=_terminate_instance,
-        order=70,
+        uses=(
+            "ec2:launch-template",
+            "iam:instance-profile",
+            "ec2:subnet",
+            "ec2:security-group",
+            "ec2:network-interface",
+            "ec2:volume",
+            "ec2:internet-gateway",  # its public address keeps the gateway attached
+        ),
     ),
     Kind(
         "ec2:launch-template",
@@ -459,7 +467,7 @@ KINDS = (
             extra="LaunchTemplateName",
         ),
         delete=Sends(delete_launch_template),
-        order=150,
+        uses=("ec2:security-group", "iam:instance-profile"),
     ),
     Kind(
         "ec2:network-interface",
@@ -473,7 +481,7 @@ KINDS = (
             extra="Status",
         ),
         delete=Sends(lambda i: [Request("ec2", "DeleteNetworkInterface", {"NetworkInterfaceId": i})]),
-        order=200,
+        uses=("ec2:subnet", "ec2:security-group"),
     ),
     Kind(
         "ec2:volume",
@@ -487,7 +495,6 @@ KINDS = (
             extra="State",
         ),
         delete=Sends(lambda i: [Request("ec2", "DeleteVolume", {"VolumeId": i})]),
-        order=210,
     ),
     Kind(
         "autoscaling:group",
@@ -519,7 +526,17 @@ KINDS = (
         ),
         find=Find("autoscaling", 300, _find_groups),
         delete=_delete_group,
-        order=60,
+        # It runs its instances and registers them with its target groups: deleted under it, they are replaced.
+        uses=(
+            "ec2:instance",
+            "elbv2:target-registration",
+            "ec2:launch-template",
+            "ec2:subnet",
+            "ec2:route-table",
+            "elbv2:target-group",
+            "elbv2:listener",
+            "elbv2:load-balancer",
+        ),
         arn=("autoscaling", "autoScalingGroup"),
     ),
 )

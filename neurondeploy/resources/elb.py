@@ -304,7 +304,13 @@ def delete_listener(arn: str) -> list[Request]:
 
 KINDS = (
     # A target group's registrations (the Auto Scaling group's instances): its id is the target group's ARN.
-    Kind("elbv2:target-registration", tagless=True, find=_FIND, delete=_deregister_targets, order=80),
+    Kind(
+        "elbv2:target-registration",
+        tagless=True,
+        find=_FIND,
+        delete=_deregister_targets,
+        uses=("ec2:instance", "elbv2:target-group"),
+    ),
     Kind(
         "elbv2:listener",
         retag=elbv2_retag,
@@ -323,7 +329,7 @@ KINDS = (
         ),
         find=_FIND,
         delete=Sends(delete_listener),
-        order=90,
+        uses=("elbv2:load-balancer", "elbv2:target-group", "acm:certificate", "route53:record"),
         arn=("elasticloadbalancing", "listener"),
     ),
     Kind(
@@ -341,7 +347,7 @@ KINDS = (
         ),
         find=_FIND,
         delete=Sends(delete_load_balancer),
-        order=100,
+        uses=("ec2:subnet", "ec2:security-group", "ec2:route-table", "ec2:internet-gateway"),
         arn=("elasticloadbalancing", "loadbalancer"),
     ),
     Kind(
@@ -360,7 +366,7 @@ KINDS = (
         ),
         find=_FIND,
         delete=Sends(delete_target_group),
-        order=110,
+        uses=("ec2:vpc",),
         arn=("elasticloadbalancing", "targetgroup"),
     ),
 )

@@ -1,9 +1,10 @@
-"""The dependency graph of a deployment's resources: structural checks and creation order."""
+"""The dependency graph of a deployment's resources: structural checks, creation order, and the walk that orders
+any names by what they use (resources, recorded resources, kinds)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from neurondeploy.errors import PlanError
 from neurondeploy.resources.model import Resource
@@ -62,24 +63,31 @@ def _closures(by_name: Mapping[str, Resource]) -> dict[str, set[str]]:
 
 def creation_order(resources: Iterable[Resource]) -> list[Resource]:
     """Dependencies first; ties keep the builders' order. Raises PlanError on a cycle."""
-    resources = list(resources)
     by_name = {r.name: r for r in resources}
-    order: list[Resource] = []
+    return [by_name[name] for name in dependencies_first(by_name, lambda name: by_name[name].depends_on)]
+
+
+def dependencies_first(names: Iterable[str], uses: Callable[[str], Iterable[str]]) -> list[str]:
+    """``names``, each after every one of them it uses (transitively); what ``uses`` names outside ``names`` is
+    ignored; ties keep the given order. Raises PlanError on a cycle. Reversed, it is a deletion order."""
+    names = list(names)
+    known = set(names)
+    order: list[str] = []
     state: dict[str, int] = {}  # 1 visiting, 2 done
 
-    def visit(r: Resource, path: tuple[str, ...]) -> None:
-        if state.get(r.name) == 2:
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if state.get(name) == 2:
             return
-        if state.get(r.name) == 1:
-            cycle = " -> ".join(path[path.index(r.name) :] + (r.name,))
+        if state.get(name) == 1:
+            cycle = " -> ".join(path[path.index(name) :] + (name,))
             raise PlanError(f"dependency cycle: {cycle}", "this is a bug in a request builder")
-        state[r.name] = 1
-        for dep in r.depends_on:
-            if dep in by_name:
-                visit(by_name[dep], path + (r.name,))
-        state[r.name] = 2
-        order.append(r)
+        state[name] = 1
+        for used in uses(name):
+            if used in known:
+                visit(used, path + (name,))
+        state[name] = 2
+        order.append(name)
 
-    for r in resources:
-        visit(r, ())
+    for name in names:
+        visit(name, ())
     return order

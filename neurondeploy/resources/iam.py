@@ -386,7 +386,7 @@ KINDS = (
         ),
         find=_FIND,
         delete=_delete_instance_profile,
-        order=160,
+        uses=("iam:role",),
     ),
     Kind(
         "iam:role",
@@ -394,6 +394,5 @@ KINDS = (
         describe=Describe(Request("iam", "GetRole", {"RoleName": it("RoleName")}), "Role", extra=_compare_role),
         find=_FIND,
         delete=_delete_role,
-        order=170,
     ),
 )

@@ -7,13 +7,13 @@ that :mod:`neurondeploy.aws.iam_policy` sees every operation); nothing here impo
 
 :mod:`neurondeploy.resources.registry` collects every builder module's ``KINDS``.
 
-Deletion order (:attr:`Kind.order`, lowest first): dependents before what they use. The issue's order is a
-subsequence: instances -> target registration -> listeners -> ALB -> target group -> certificate -> records ->
-security groups -> subnets -> route tables -> internet gateways -> VPC. Additions, each where it must be: SageMaker
-(scaling target, endpoint, config, model) and Auto Scaling groups before the instances they run; the launch
-template and instance profile/role once no instance uses them; the NAT gateway (it sits in a subnet and holds its
-Elastic IP) and leftover network interfaces/volumes before security groups and subnets. Ownership TXT records go
-after the records they vouch for (created first, deleted last).
+Deletion order: each record declares what it uses (:attr:`Kind.uses`: the kinds whose objects must outlive one of
+its objects), and :func:`neurondeploy.resources.registry.deletion_order` walks those, dependents first. What a
+builder's refs make a resource depend on is declared (a test holds every template's plan to it), and so is what AWS
+refuses to delete while something else holds it: an ALB and a NAT gateway or Elastic IP keep the internet gateway
+attached ("has some mapped public addresses"), a listener keeps its certificate in use, an Auto Scaling group would
+replace an instance deleted under it, an ownership TXT record vouches for the records beside it (created first,
+deleted last).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class Kind:
     describe: Describe | None = None  # None: drift does not check it
     find: Find | None = None  # None: the sweep does not look for it
     delete: Callable[[Caller, str], bool] | None = None  # (caller, leftover id) -> deleted (False: already gone)
-    order: int | None = None  # position in the deletion order (module doc); set for every kind with a deleter
+    uses: tuple[str, ...] = ()  # kinds whose objects must outlive an object of this one (module doc)
     arn: tuple[str, str] | None = None  # (service, resource type) in its ARN when "<service>:<kind>" is not it
     # Brings a recorded object back to what its create requests ask, whatever it is now (an update in place, and
     # the refresh's put-back): converge(caller, its ids, Expected of the new create requests) -> what it did.

@@ -651,7 +651,6 @@ KINDS = (
             "ec2:vpc", Request("ec2", "DescribeVpcs", {"Filters": TAGGED}), "Vpcs", "VpcId", 20, extra="CidrBlock"
         ),
         delete=Sends(delete_vpc),
-        order=270,
     ),
     Kind(
         "ec2:flow-log",
@@ -666,7 +665,7 @@ KINDS = (
             detail=lambda log: f"flow log of {log.get('ResourceId')} to {log.get('LogDestination')}",
         ),
         delete=Sends(delete_flow_logs),
-        order=265,
+        uses=("ec2:vpc",),
         arn=("ec2", "vpc-flow-log"),
     ),
     Kind(
@@ -692,7 +691,7 @@ KINDS = (
             extra="CidrBlock",
         ),
         delete=Sends(delete_subnet),
-        order=240,
+        uses=("ec2:vpc",),
     ),
     Kind(
         "ec2:internet-gateway",
@@ -710,7 +709,7 @@ KINDS = (
             70,
         ),
         delete=_delete_internet_gateway,
-        order=260,
+        uses=("ec2:vpc",),
     ),
     Kind(
         "ec2:route-table",
@@ -728,7 +727,7 @@ KINDS = (
             60,
         ),
         delete=_delete_route_table,
-        order=250,
+        uses=("ec2:nat-gateway", "ec2:internet-gateway", "ec2:vpc"),
     ),
     Kind(
         "ec2:route-table-association",
@@ -758,7 +757,7 @@ KINDS = (
             paged=False,
         ),
         delete=_release_address,
-        order=190,
+        uses=("ec2:internet-gateway",),  # a mapped public address keeps the gateway attached
     ),
     Kind(
         "ec2:nat-gateway",
@@ -780,7 +779,7 @@ KINDS = (
             detail=lambda nat: f"NAT gateway {nat.get('State')} in {nat.get('SubnetId')}",
         ),
         delete=Sends(delete_nat_gateway),
-        order=180,
+        uses=("ec2:elastic-ip", "ec2:subnet", "ec2:internet-gateway"),
         arn=("ec2", "natgateway"),
     ),
     Kind(
@@ -799,7 +798,7 @@ KINDS = (
         ),
         # After release_security_groups (the sweep's): groups referring to each other delete in any order.
         delete=Sends(delete_security_group),
-        order=230,
+        uses=("ec2:vpc",),
     ),
     Kind(
         "ec2:default-security-group",
@@ -848,6 +847,6 @@ KINDS = (
             extra="GroupId",
         ),
         delete=_delete_security_group_rule,
-        order=220,
+        uses=("ec2:security-group",),
     ),
 )

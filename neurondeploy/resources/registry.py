@@ -15,6 +15,7 @@ from neurondeploy.resources import (
     sagemaker_endpoint,
     sagemaker_training,
 )
+from neurondeploy.resources.graph import dependencies_first
 from neurondeploy.resources.kinds import Find, Kind
 
 _MODULES = (network, compute, elb, acm, route53, iam, sagemaker_endpoint, sagemaker_training)
@@ -27,17 +28,17 @@ def registry() -> dict[str, Kind]:
     for module in _MODULES:
         for kind in module.KINDS:
             assert kind.type not in kinds, f"two records for {kind.type}"
-            assert (kind.delete is None) == (kind.order is None), f"{kind.type}: a deleter needs an order and back"
             kinds[kind.type] = kind
-    orders = [k.order for k in kinds.values() if k.order is not None]
-    assert len(orders) == len(set(orders)), "two kinds at one position of the deletion order"
+    for kind in kinds.values():
+        for used in kind.uses:
+            assert used in kinds and kinds[used].delete, f"{kind.type} uses {used}, which has no deleter"
     return kinds
 
 
 def deletion_order() -> tuple[str, ...]:
-    """The types the sweep can delete, dependents first (:attr:`Kind.order`)."""
-    ordered = sorted((k for k in registry().values() if k.order is not None), key=lambda k: k.order)
-    return tuple(k.type for k in ordered)
+    """The types the sweep can delete, each before every type it uses (:attr:`Kind.uses`, transitively)."""
+    deletable = [k.type for k in registry().values() if k.delete is not None]
+    return tuple(reversed(dependencies_first(deletable, lambda t: registry()[t].uses)))
 
 
 def sources() -> list[Find]:

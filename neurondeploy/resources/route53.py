@@ -272,7 +272,8 @@ KINDS = (
         ),
         find=_FIND,
         delete=_delete_record,
-        order=130,
+        # Its ownership TXT record vouches for it: created first, deleted last.
+        uses=("route53:owner-record", "elbv2:load-balancer", "acm:certificate"),
     ),
-    Kind("route53:owner-record", retag=_retag_owner_record, find=_FIND, delete=_delete_record, order=140),
+    Kind("route53:owner-record", retag=_retag_owner_record, find=_FIND, delete=_delete_record),
 )

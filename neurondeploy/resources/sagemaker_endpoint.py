@@ -456,7 +456,7 @@ KINDS = (
         ),
         find=FIND_SAGEMAKER,
         delete=_deregister_scalable_target,
-        order=10,
+        uses=("sagemaker:endpoint",),
         arn=("application-autoscaling", "scalable-target"),
     ),
     Kind(
@@ -472,7 +472,7 @@ KINDS = (
         ),
         find=FIND_SAGEMAKER,
         delete=Sends(delete_endpoint),
-        order=20,
+        uses=("sagemaker:endpoint-config",),
     ),
     Kind(
         "sagemaker:endpoint-config",
@@ -483,7 +483,7 @@ KINDS = (
             tags=tags_by_arn("EndpointConfigArn"),
         ),
         find=FIND_SAGEMAKER,
-        order=30,
+        uses=("sagemaker:model",),
         delete=Sends(delete_endpoint_config),
     ),
     Kind(
@@ -493,7 +493,7 @@ KINDS = (
             Request("sagemaker", "DescribeModel", {"ModelName": it("ModelName")}), "@", tags=tags_by_arn("ModelArn")
         ),
         find=FIND_SAGEMAKER,
-        order=40,
+        uses=("iam:role",),
         delete=Sends(delete_model),
     ),
 )

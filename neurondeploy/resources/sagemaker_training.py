@@ -277,6 +277,6 @@ KINDS = (
         retag=sagemaker_retag("training-job"),
         find=FIND_SAGEMAKER,
         delete=_stop_training_job,
-        order=50,
+        uses=("iam:role",),
     ),
 )

@@ -293,34 +293,38 @@ def record_names(aws, zone: str) -> set[tuple[str, str]]:
     return {(r["Name"].rstrip("."), r["Type"]) for r in sets}
 
 
-def test_issue_order_is_a_subsequence_of_the_delete_order():
-    issue = [
-        "ec2:instance",
-        "elbv2:target-registration",
-        "elbv2:listener",
-        "elbv2:load-balancer",
-        "elbv2:target-group",
-        "acm:certificate",
-        "route53:record",
-        "ec2:security-group",
-        "ec2:subnet",
-        "ec2:route-table",
-        "ec2:internet-gateway",
-        "ec2:vpc",
-    ]
-    positions = [DELETE_ORDER.index(t) for t in issue]
-    assert positions == sorted(positions)
-    # SageMaker: endpoint before its config before its model; groups before the instances they run.
-    assert (
-        DELETE_ORDER.index("sagemaker:endpoint")
-        < DELETE_ORDER.index("sagemaker:endpoint-config")
-        < DELETE_ORDER.index("sagemaker:model")
-    )
-    assert DELETE_ORDER.index("autoscaling:group") < DELETE_ORDER.index("ec2:instance")
-    assert (
-        DELETE_ORDER.index("ec2:nat-gateway") < DELETE_ORDER.index("ec2:elastic-ip") < DELETE_ORDER.index("ec2:subnet")
-    )
-    assert DELETE_ORDER.index("route53:record") < DELETE_ORDER.index("route53:owner-record")
+# What AWS refuses to delete while another object holds it (first held by second): DependencyViolation on a
+# subnet, security group or VPC with interfaces or members in it; "has some mapped public addresses" on detaching an
+# internet gateway; ResourceInUse on a certificate or target group a listener uses; DeleteConflict on a role still
+# in an instance profile. And what would undo the delete: an Auto Scaling group replaces an instance deleted under it.
+HELD = [
+    ("application-autoscaling:scalable-target", "sagemaker:endpoint"),
+    ("sagemaker:endpoint", "sagemaker:endpoint-config"),
+    ("sagemaker:endpoint-config", "sagemaker:model"),
+    ("autoscaling:group", "ec2:instance"),
+    ("elbv2:listener", "acm:certificate"),
+    ("elbv2:listener", "elbv2:target-group"),
+    ("elbv2:listener", "elbv2:load-balancer"),
+    ("iam:instance-profile", "iam:role"),
+    ("ec2:nat-gateway", "ec2:elastic-ip"),
+    ("route53:record", "route53:owner-record"),
+    *((holder, "ec2:internet-gateway") for holder in ("elbv2:load-balancer", "ec2:nat-gateway", "ec2:elastic-ip")),
+    *(
+        (holder, held)
+        for holder in ("ec2:instance", "elbv2:load-balancer", "ec2:nat-gateway", "ec2:network-interface")
+        for held in ("ec2:subnet", "ec2:security-group", "ec2:vpc")
+        if (holder, held) != ("ec2:nat-gateway", "ec2:security-group")
+    ),
+    *(
+        (member, "ec2:vpc")
+        for member in ("ec2:subnet", "ec2:security-group", "ec2:route-table", "ec2:internet-gateway")
+    ),
+]
+
+
+@pytest.mark.parametrize("holder,held", HELD, ids=[f"{a}-before-{b}" for a, b in HELD])
+def test_the_delete_order_deletes_what_holds_an_object_first(holder, held):
+    assert DELETE_ORDER.index(holder) < DELETE_ORDER.index(held)
 
 
 def test_destroy_sweeps_a_leak_state_never_knew_and_proves_nothing_is_left(aws, tmp_path, launch_template_tags):

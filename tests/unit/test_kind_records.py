@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from neurondeploy.errors import PlanError
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.deployment import deployment_resources
+from neurondeploy.resources.graph import dependencies_first
 from neurondeploy.resources.kinds import Retag, Sends
-from neurondeploy.resources.registry import registry
+from neurondeploy.resources.registry import deletion_order, registry
 from neurondeploy.resources.tags import LINEAGE_TAG
 from neurondeploy.resources.validation import check_request
 from neurondeploy.specs import load_spec
@@ -113,3 +115,29 @@ def test_the_sweep_deleter_sends_the_requests_and_waits_only_after_a_delete():
         ("wait", "LoadBalancersDeleted", {"LoadBalancerArns": ["arn:lb"]}),
     ]
     assert gone.sent == [("elbv2", "DeleteLoadBalancer", {"LoadBalancerArn": "arn:lb"})]
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=[path.name for path in TEMPLATES])
+def test_the_sweep_deletes_every_kind_before_the_kinds_its_builders_make_it_depend_on(template):
+    """The sweep's order comes from the kinds' declared uses; whatever a template's resources depend on (their
+    refs and order-only waits) is declared, so a leftover goes before what its kind's resources use."""
+    loaded = load_spec(template)
+    resources = deployment_resources(loaded.spec, plan_context(loaded))
+    type_of = {resource.name: resource.type for resource in resources}
+    order = deletion_order()
+    edges = {
+        (resource.type, type_of[used])
+        for resource in resources
+        for used in resource.depends_on
+        if resource.type in order and type_of[used] in order and resource.type != type_of[used]
+    }
+    assert [edge for edge in sorted(edges) if order.index(edge[0]) > order.index(edge[1])] == []
+    assert all(used in registry()[user].uses for user, used in edges)
+
+
+def test_uses_that_go_round_are_refused():
+    uses = {"a": ["b"], "b": ["c"], "c": ["a"], "d": []}
+    assert dependencies_first(["d", "c", "a"], lambda name: uses[name]) != []  # "b" is outside: no cycle seen
+    with pytest.raises(PlanError, match="dependency cycle: a -> b -> c -> a"):
+        dependencies_first(["a", "b", "c"], lambda name: uses[name])
+    assert dependencies_first(["a", "b", "d"], lambda name: [u for u in uses[name] if u != "c"]) == ["b", "a", "d"]
