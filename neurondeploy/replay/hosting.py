@@ -38,6 +38,7 @@ from pathlib import Path
 from neurondeploy.archive import packed_files
 from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.model_bundle import link_or_copy
+from neurondeploy.replay.image_stack import ImageStack, image_stack, installed_overlay
 from neurondeploy.replay.sandbox import (
     ReplayError,
     Started,
@@ -122,9 +123,12 @@ def one_torchserve_per_machine(timeout_s: float):
             time.sleep(0.5)
 
 
-def dlc_serve(root: Path, model_dir: Path, port: int, host: str) -> tuple[list[str], dict[str, str]]:
+def dlc_serve(
+    root: Path, model_dir: Path, port: int, host: str, overlay: Path | None = None
+) -> tuple[list[str], dict[str, str]]:
     """The DLC's ``serve`` (dockerd-entrypoint.py -> the toolkit's serving.main) in a Python stand-in under
-    ``root``, the model mounted at ``<root>/opt/ml/model`` with its code/requirements.txt's /opt/ml paths there."""
+    ``root`` that sees ``overlay`` (the image's serving stack, :mod:`~neurondeploy.replay.image_stack`) first, the
+    model mounted at ``<root>/opt/ml/model`` with its code/requirements.txt's /opt/ml paths there."""
     mount = host_path(root, MODEL_DIR)
     if model_dir.resolve() != mount.resolve():
         for path in packed_files(model_dir):
@@ -134,7 +138,7 @@ def dlc_serve(root: Path, model_dir: Path, port: int, host: str) -> tuple[list[s
         text = requirements.read_text().replace("/opt/ml/", str(host_path(root, "/opt/ml")) + "/")
         requirements.unlink()
         requirements.write_text(text)
-    python = python_standin(host_path(root, DLC_PYTHON), root)
+    python = python_standin(host_path(root, DLC_PYTHON), root, ahead=overlay)
     for name, body in CONSOLE_SCRIPTS.items():
         script(python / "bin" / name, f'exec "{python}/bin/python" -c "{body}" "$@"')
     host_path(root, "/etc").mkdir(parents=True, exist_ok=True)
@@ -153,6 +157,14 @@ def dlc_serve(root: Path, model_dir: Path, port: int, host: str) -> tuple[list[s
         "TS_METRICS_ADDRESS": f"http://{host}:{free_port()}",
     }
     return [str(python / "bin" / "python"), "-c", main], env
+
+
+def stack_note(stack: ImageStack | None) -> str:
+    """What serving stack the replay runs, and whose versions those are."""
+    if stack is None:
+        return "the catalogue has no row for this image's tag: TorchServe and the toolkit are this machine's versions"
+    pins = ", ".join(f"{name} {version}" for name, version in stack.versions.items())
+    return f"serving stack: {pins} (the image's, {stack.source}); Python and torch are this machine's"
 
 
 def serve_command(image: str) -> list[str]:
@@ -185,9 +197,16 @@ def start_container(
     port = port or free_port()
     timeout = float(variant.get("ContainerStartupHealthCheckTimeoutInSeconds", 60))
     lock = None
+    notes = [
+        f"{variant.get('InstanceType', 'the instance')}: the Neuron runtime is a CPU stand-in here",
+        f"/opt/ml/model is {model_dir}; the container binds {host}:{port} instead of :8080",
+    ]
     if image_repository(container["Image"]) == DLC_REPOSITORY:
+        stack = image_stack(container["Image"])
+        overlay = installed_overlay(stack) if stack else None
+        notes.append(stack_note(stack))
         lock = one_torchserve_per_machine(timeout)
-        command, image_env = dlc_serve(root, model_dir, port, host)
+        command, image_env = dlc_serve(root, model_dir, port, host, overlay)
     else:
         command = serve_command(container["Image"])
         image_env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
@@ -206,10 +225,6 @@ def start_container(
     except ReplayError:
         started.stop()
         raise
-    notes = [
-        f"{variant.get('InstanceType', 'the instance')}: the Neuron runtime is a CPU stand-in here",
-        f"/opt/ml/model is {model_dir}; the container binds {host}:{port} instead of :8080",
-    ]
     return HostedContainer(url, started, model_dir, download_s, startup, notes)
 
 

@@ -106,11 +106,12 @@ def pack(directory: Path) -> bytes:
 WITHOUT = ("neurondeploy", "__editable__", "__editable___neurondeploy")  # what a host's Python must not see yet
 
 
-def python_standin(directory: Path, root: Path) -> Path:
+def python_standin(directory: Path, root: Path, ahead: Path | None = None) -> Path:
     """A venv at ``directory`` standing in for a host's or image's Python (the DLAMI's Neuron venv, the DLC's):
     its interpreter sees this machine's packages minus neurondeploy (through a directory of links and a .pth
-    file), so neurondeploy is there only once the replayed boot or container installs it; ``pip`` is that
-    interpreter's ``-m pip``."""
+    file), behind the packages in ``ahead`` (the image's own versions where they differ from this machine's), so
+    neurondeploy is there only once the replayed boot or container installs it; ``pip`` is that interpreter's
+    ``-m pip``."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(directory)], check=True)
     mirror = root / ".replay" / f"site-packages-{directory.name}"
     mirror.mkdir(parents=True, exist_ok=True)
@@ -125,7 +126,7 @@ def python_standin(directory: Path, root: Path) -> Path:
             text=True,
         ).stdout.strip()
     )
-    (site / "host-standin.pth").write_text(f"{mirror}\n")
+    (site / "host-standin.pth").write_text("".join(f"{path}\n" for path in (ahead, mirror) if path))
     script(directory / "bin" / "pip", f'exec "{directory}/bin/python" -m pip "$@"')
     return directory
 

@@ -6,6 +6,7 @@ embeddings."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.state import StateStore
 from neurondeploy.planner.context import plan_context
 from neurondeploy.replay.hosting import ENTRYPOINT, replay_endpoint, start_container
+from neurondeploy.replay.image_stack import image_stack
 from neurondeploy.replay.sandbox import ReplayError
 from neurondeploy.resources.sagemaker_endpoint import create_endpoint_config_request, create_model_request
 from neurondeploy.standin import CPU_STANDIN_ENV, CPU_STANDIN_REASON
@@ -32,10 +34,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("cpu_standin")]
 TEXTS = ["Inferentia2 serves sentence embeddings.", "A replay runs what SageMaker would run.", "short"]
 
 
-@pytest.fixture
-def applied(sagemaker_world, tmp_path):  # noqa: F811
+# Unpinned (the newest release, 2.31.1) and the oldest supported (2.21.0), with the sagemaker-pytorch-inference
+# toolkit each image runs; both run TorchServe 0.11.0 (their Dockerfiles' SM_TOOLKIT_VERSION and TORCHSERVE_VERSION,
+# pytorch/inference/2.9.0/Dockerfile.neuronx at 2.31.1, docker/pytorch/inference/2.5.1/Dockerfile.neuronx at 2.21.0).
+RELEASES = {"newest": None, "2.21.0": "2.21.0"}
+TOOLKIT = {None: "2.0.25", "2.21.0": "2.0.21"}
+
+
+@pytest.fixture(params=RELEASES.values(), ids=RELEASES.keys())
+def applied(sagemaker_world, tmp_path, request):  # noqa: F811
     """The template applied to moto, compiling its artifact as `neurondeploy apply` does (CPU backend here)."""
-    loaded = load(tmp_path, MINILM)
+    pin = {"region: us-east-1\n": f"region: us-east-1\nneuron_sdk_version: {request.param}\n"} if request.param else {}
+    loaded = load(tmp_path, MINILM, **pin)
     cache = CompileCache(root=tmp_path / "cache")
     compiled = {}
 
@@ -60,6 +70,20 @@ def test_the_replayed_endpoint_answers_eager_pytorchs_embeddings(applied, tmp_pa
         assert (hosted.model_dir / "manifest.json").read_bytes() == (artifact / "manifest.json").read_bytes()
         assert (hosted.model_dir / "code" / toolkit_wheel().filename).read_bytes() == toolkit_wheel().data
         assert "sagemaker_pytorch_serving_container" in hosted.container.command[-1]  # the DLC's serve
+        # The image's serving stack ran, not this machine's: TorchServe says its version as it starts, and the
+        # container's Python finds the image's toolkit.
+        model = aws.client("sagemaker").describe_model(ModelName=_model_name(aws))["PrimaryContainer"]
+        stack = image_stack(model["Image"])
+        assert (
+            stack is not None
+            and stack.versions["sagemaker-pytorch-inference"] == TOOLKIT[loaded.spec.neuron_sdk_version]
+        )
+        assert f"Torchserve version: {stack.versions['torchserve']}" in hosted.container.log.read_text()
+        found = subprocess.run(
+            [hosted.container.command[0], "-c", FOUND_VERSIONS], capture_output=True, text=True, check=True
+        )
+        assert json.loads(found.stdout) == stack.versions
+        assert any(note.startswith("serving stack: torchserve 0.11.0") for note in hosted.notes), hosted.notes
         environ = (Path("/proc") / str(hosted.container.process.pid) / "environ").read_bytes().split(b"\0")
         assert f"{CPU_STANDIN_ENV}={CPU_STANDIN_REASON}".encode() in environ  # said, not silently bypassed
         answer = hosted.invoke(json.dumps({"inputs": TEXTS}).encode())
@@ -81,6 +105,20 @@ def test_the_replayed_endpoint_answers_eager_pytorchs_embeddings(applied, tmp_pa
     broken = {**container, "Environment": {**container["Environment"], "NEURONDEPLOY_SERVING": "{not json"}}
     with pytest.raises(ReplayError, match="exited with"):
         start_container(broken, variant, hosted.model_dir, root=tmp_path / "broken")
+
+
+FOUND_VERSIONS = (
+    "import json, importlib.metadata as m; "
+    "print(json.dumps({n: m.version(n) for n in ('torchserve', 'torch-model-archiver', 'sagemaker-pytorch-inference')}))"
+)
+
+
+def _model_name(aws) -> str:
+    sm = aws.client("sagemaker")
+    config = sm.describe_endpoint_config(
+        EndpointConfigName=sm.describe_endpoint(EndpointName="minilm-embed")["EndpointConfigName"]
+    )
+    return config["ProductionVariants"][0]["ModelName"]
 
 
 def test_our_own_image_stays_an_option_and_its_entrypoint_serves_the_model(artifact, tmp_path):  # noqa: F811
