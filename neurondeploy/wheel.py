@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,24 +87,31 @@ def _entry_points() -> bytes:
 def runtime_constraints(requires: list[str]) -> str:
     """``name==version`` for every installed runtime dependency, followed through their own requirements; extras
     and what is not installed here are left out (pip applies a constraint only to what it installs anyway)."""
+    pinned = installed_requirements(requires, skip=UNPINNED)
+    return "".join(f"{name}=={version}\n" for name, version in sorted(pinned.items()))
+
+
+def installed_requirements(requires: Iterable[str], skip: frozenset[str] = frozenset()) -> dict[str, str]:
+    """name -> version of every distribution installed here that ``requires`` (requirement strings or names)
+    names, followed through their own requirements (extras left out; ``skip`` and what is not installed, too)."""
     import importlib.metadata
 
-    pinned: dict[str, str] = {}
+    found: dict[str, str] = {}
     pending = [r for r in requires if "extra ==" not in r]
     while pending:
         match = _NAME.match(pending.pop())
         if not match:
             continue
         name = _normalise(match[1])
-        if name in pinned or name in UNPINNED:
+        if name in found or name in skip:
             continue
         try:
             distribution = importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
             continue
-        pinned[name] = distribution.version
+        found[name] = distribution.version
         pending += [r for r in distribution.requires or [] if "extra ==" not in r]
-    return "".join(f"{name}=={version}\n" for name, version in sorted(pinned.items()))
+    return found
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -143,16 +151,46 @@ def version_admits(specifier: str | None, version: str) -> bool:
     return True
 
 
-def constraints_for(constraints: str, python: str) -> tuple[str, tuple[str, ...]]:
-    """``constraints`` (this machine's pins) for a target running ``python``: without the pins that Python cannot
-    install (their Requires-Python, read from the distribution installed here, excludes it), which are returned
-    as "name==version (Python X)". pip on the target then picks those for its own Python, within the toolkit's own
-    ranges (its Requires-Dist)."""
+def held_names(held: Iterable[str]) -> set[str]:
+    """The packages a target has: each of ``held`` ("name" or "name<spec>") and, where the version installed here
+    is one the spec admits, what it requires as installed here (another version's requirements may differ)."""
+    names: set[str] = set()
+    for requirement in held:
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*)", requirement.strip())
+        if not match:
+            continue
+        name, spec = _normalise(match[1]), match[2]
+        names.add(name)
+        here = installed_requirements([name])
+        if name in here and version_admits(spec, here[name]):
+            names |= set(here)
+    return names
+
+
+@dataclass(frozen=True)
+class TargetConstraints:
+    """This machine's pins as a target can take them."""
+
+    text: str  # the pip -c file
+    unfit: tuple[str, ...]  # "name==version (Python <spec>)": pins the target's Python cannot install
+    held: tuple[str, ...]  # "name==version": pins of packages the target already has, left as they are there
+
+
+def constraints_for(constraints: str, python: str, held: Iterable[str] = ()) -> TargetConstraints:
+    """``constraints`` (this machine's pins) for a target running ``python`` that already has the packages ``held``
+    names ("name" or "name<spec>"): without the pins of those (the target's own versions stay as they are where
+    they satisfy the toolkit's ranges: pip upgrades nothing that does) nor the pins that Python cannot install
+    (their Requires-Python, read from the distribution installed here, excludes it). pip on the target picks
+    versions for those it does install, within the toolkit's own ranges (its Requires-Dist)."""
     import importlib.metadata
 
-    kept, dropped = [], []
+    holding = held_names(held)
+    kept, unfit, kept_as_is = [], [], []
     for line in constraints.splitlines():
         name, _, version = line.partition("==")
+        if _normalise(name) in holding:
+            kept_as_is.append(line)
+            continue
         try:
             requires_python = importlib.metadata.metadata(name)["Requires-Python"]
         except importlib.metadata.PackageNotFoundError:
@@ -160,8 +198,8 @@ def constraints_for(constraints: str, python: str) -> tuple[str, tuple[str, ...]
         if version_admits(requires_python, python):
             kept.append(line)
         else:
-            dropped.append(f"{name}=={version} (Python {requires_python})")
-    return "".join(f"{line}\n" for line in kept), tuple(dropped)
+            unfit.append(f"{name}=={version} (Python {requires_python})")
+    return TargetConstraints("".join(f"{line}\n" for line in kept), tuple(unfit), tuple(kept_as_is))
 
 
 @functools.lru_cache(maxsize=1)

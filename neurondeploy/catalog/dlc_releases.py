@@ -28,11 +28,13 @@ class DlcRelease:
     neuronx_distributed: str | None = None
     neuronx_distributed_inference: str | None = None
     neuronx_distributed_training: str | None = None
+    preinstalled: tuple[str, ...] = ()  # what the Dockerfile's pip install commands name: "name" or "name<spec>"
 
 
 @cache
 def dlc_releases() -> tuple[DlcRelease, ...]:
     """Every row, oldest SDK first within each repository."""
     return tuple(
-        DlcRelease(**{**row, "instances": tuple(row["instances"])}) for row in load("dlc_releases")["releases"]
+        DlcRelease(**{**row, "instances": tuple(row["instances"]), "preinstalled": tuple(row.get("preinstalled", ()))})
+        for row in load("dlc_releases")["releases"]
     )

@@ -2,7 +2,8 @@
 (github.com/aws-neuron/deep-learning-containers), its README's image tables at every release tag and at HEAD, and
 each row's Dockerfile at the git tag the row links to. One row per (repository, image tag): the Neuron SDK release,
 and what the image runs (Python, Ubuntu, torch, torch-neuronx, neuronx-cc, TorchServe, the SageMaker inference
-toolkit), read from the Dockerfile's ``ARG`` lines. The planner reads the generated YAML; regenerate it from a clone of that repository:
+toolkit), read from the Dockerfile's ``ARG`` lines, and the packages its ``pip install`` commands name (what the
+image holds: a deployment's installs leave them as they are). The planner reads the generated YAML; regenerate it from a clone of that repository:
 
     python -m neurondeploy.catalog.dlc_releases_source REPO_DIR > neurondeploy/catalog/data/dlc_releases.yaml
 
@@ -85,6 +86,34 @@ def releases(repo: Path) -> list[dict]:
     return sorted(rows.values(), key=lambda r: (r["repository"], _version(r["sdk"]), _version(r["torch"])))
 
 
+_PIP_INSTALL = re.compile(r"(?:^|\s)(?:\$\{?PIP\}?|pip3?|python3? -m pip)\s+install\s+(.*)$")
+_OPTIONS_WITH_VALUE = {"--index-url", "-i", "--extra-index-url", "--trusted-host", "-r", "-c", "--target", "-f"}
+
+
+def pip_installed(dockerfile: str, args: dict[str, str]) -> list[str]:
+    """What the Dockerfile's ``pip install`` commands name, as ``name`` or ``name<spec>`` with its ARGs expanded
+    (names normalised: lower case, ``-`` for ``_``), sorted: the packages the image holds."""
+    lines = [line for line in dockerfile.splitlines() if not line.lstrip().startswith("#")]
+    logical = re.sub(r"\\\n", " ", "\n".join(lines))  # a RUN's continuation lines as one
+    found: dict[str, str] = {}
+    for command in (part for line in logical.splitlines() for part in line.split("&&")):
+        match = _PIP_INSTALL.search(command.strip())
+        if not match:
+            continue
+        tokens = iter(match.group(1).split())
+        for token in tokens:
+            if token in _OPTIONS_WITH_VALUE:
+                next(tokens, None)
+                continue
+            token = re.sub(r"\$\{?([A-Z_]+)\}?", lambda m: args.get(m.group(1), m.group(0)), token.strip("\"'"))
+            parsed = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?((?:[=<>!~]=?|===)\S+)?", token)
+            if token.startswith("-") or not parsed:
+                continue
+            name = re.sub(r"[-_.]+", "-", parsed.group(1)).lower()
+            found[name] = (parsed.group(3) or "").split("+")[0] or found.get(name, "")  # a pin wins
+    return [f"{name}{spec}" for name, spec in sorted(found.items())]
+
+
 def _row(repo: Path, repository: str, line: str) -> dict | None:
     """One README table row with its Dockerfile's facts; None for a line that is no image row."""
     link = _ROW.match(line)
@@ -107,6 +136,7 @@ def _row(repo: Path, repository: str, line: str) -> dict | None:
         "ubuntu": ubuntu[1] if ubuntu else parsed["ubuntu"],
         "instances": [i.strip() for i in cells[3].split(",") if i.strip()],
         **{field: args[arg].split("+")[0] for arg, field in _ARGS.items() if arg in args},
+        "preinstalled": pip_installed(dockerfile, args),
         "source": f"{path} @ {git_tag}",
     }
 

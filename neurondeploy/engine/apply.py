@@ -40,7 +40,7 @@ from neurondeploy.planner.checks import refuse_errors, resolve_model_path
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.naming import artifact_uri
-from neurondeploy.resources.release import instance_python, serving_python, target_constraints
+from neurondeploy.resources.release import instance_piece, serving_piece, target_constraints
 from neurondeploy.resources.sagemaker_endpoint import runs_on_dlc
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 from neurondeploy.wheel import toolkit_wheel
@@ -153,7 +153,7 @@ def apply_spec(
         if notice:
             on_event(notice)
         if spec.deployment.platform == "sagemaker" and runs_on_dlc(spec, ctx):  # our server rides in model.tar.gz
-            artifact_dir = dlc_model_dir(Path(artifact_dir), toolkit_wheel(), serving_python(spec))
+            artifact_dir = dlc_model_dir(Path(artifact_dir), toolkit_wheel(), serving_piece(spec))
         digest = artifact_digest(Path(artifact_dir))
         uri = artifact_uri(spec, dataclasses.replace(ctx, artifact_sha256=digest))
         if not artifact_is_current(transport, uri, digest):
@@ -177,8 +177,8 @@ def apply_spec(
     if needs_toolkit(loaded):  # instances install this exact build from the bucket (user data checks its sha256)
         ensure_bucket(transport, spec.region, ctx)
         wheel = toolkit_wheel()  # with its constraints for the instances' Python, as the plan names them
-        python = instance_python(spec, ctx.ami_ssm_parameter)
-        wheel = dataclasses.replace(wheel, constraints=target_constraints(wheel.constraints, python))
+        instances = instance_piece(spec, ctx.ami_ssm_parameter)
+        wheel = dataclasses.replace(wheel, constraints=target_constraints(wheel.constraints, instances))
         if (wheel.sha256, wheel.constraints_sha256) != (ctx.toolkit_sha256, ctx.toolkit_constraints_sha256):
             raise ApplyError(  # the user data would check for another wheel than the one uploaded
                 f"the neurondeploy wheel built now ({wheel.sha256[:16]}) is not the one this plan names "

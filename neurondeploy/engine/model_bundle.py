@@ -11,7 +11,7 @@ from pathlib import Path
 
 from neurondeploy.archive import packed_files
 from neurondeploy.resources.compute import CONSTRAINTS_FILE
-from neurondeploy.resources.release import target_constraints
+from neurondeploy.resources.release import Piece, target_constraints
 from neurondeploy.resources.sagemaker_endpoint import DLC_CODE_DIR, DLC_PROGRAM
 from neurondeploy.wheel import ToolkitWheel
 
@@ -31,11 +31,11 @@ def link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def dlc_model_dir(artifact_dir: Path, wheel: ToolkitWheel, python: str | None) -> Path:
+def dlc_model_dir(artifact_dir: Path, wheel: ToolkitWheel, image: Piece | None) -> Path:
     """``<artifact>.sagemaker/`` beside the artifact: its files (hard links) and ``code/``, rebuilt each time (the
-    same inputs give the same files, so the same digest and no second upload). ``python`` is the image's (the
-    release's serving piece): code/constraints.txt keeps only pins it can install; None (an image the spec names,
-    whose Python the catalogue does not know) keeps this machine's."""
+    same inputs give the same files, so the same digest and no second upload). ``image`` is the release's serving
+    piece: code/constraints.txt keeps only pins its Python can install, and none of what it has; None (an image the
+    spec names, which the catalogue does not know) keeps this machine's."""
     artifact_dir = Path(artifact_dir)
     target = artifact_dir.parent / f"{artifact_dir.name}.sagemaker"
     shutil.rmtree(target, ignore_errors=True)
@@ -45,6 +45,6 @@ def dlc_model_dir(artifact_dir: Path, wheel: ToolkitWheel, python: str | None) -
     code.mkdir(parents=True, exist_ok=True)
     (code / DLC_PROGRAM).write_text(HANDLER)
     (code / "requirements.txt").write_text(requirements(wheel))
-    (code / CONSTRAINTS_FILE).write_text(target_constraints(wheel.constraints, python))
+    (code / CONSTRAINTS_FILE).write_text(target_constraints(wheel.constraints, image))
     (code / wheel.filename).write_bytes(wheel.data)
     return target

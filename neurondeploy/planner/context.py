@@ -11,7 +11,7 @@ from neurondeploy.archive import artifact_digest
 from neurondeploy.planner.checks import model_architecture
 from neurondeploy.planner.sizing import DTYPE_BYTES, parameter_count
 from neurondeploy.resources.model import DLAMI_SSM_PARAMETER, PlanContext
-from neurondeploy.resources.release import instance_python, target_constraints
+from neurondeploy.resources.release import Piece, instance_piece, target_constraints
 from neurondeploy.specs import LoadedSpec
 from neurondeploy.wheel import toolkit_identity
 
@@ -37,11 +37,11 @@ def _training_values(loaded: LoadedSpec, overrides: dict) -> dict:
 TRAINING_JOB_ARTIFACTS = "s3://resolved-at-apply/{job}/output/model.tar.gz"
 
 
-def toolkit_values(python: str | None) -> dict:
+def toolkit_values(target: Piece | None) -> dict:
     """The exact build of this toolkit that EC2 instances install (its identity: apply builds and uploads it), with
-    its constraints for the instances' Python (``python``; None: unknown, this machine's)."""
+    its constraints for the instances' environment (``target``; None: unknown, this machine's)."""
     wheel = toolkit_identity()
-    constraints = target_constraints(wheel.constraints, python)
+    constraints = target_constraints(wheel.constraints, target)
     boto3 = next((line for line in constraints.splitlines() if line.startswith("boto3==")), "boto3")
     return {
         "toolkit_wheel": wheel.filename,
@@ -55,7 +55,7 @@ def _inference_values(loaded: LoadedSpec, overrides: dict) -> dict:
     spec = loaded.spec
     toolkit = {}
     if spec.deployment.platform == "ec2" and "toolkit_sha256" not in overrides:
-        toolkit = toolkit_values(instance_python(spec, overrides.get("ami_ssm_parameter", DLAMI_SSM_PARAMETER)))
+        toolkit = toolkit_values(instance_piece(spec, overrides.get("ami_ssm_parameter", DLAMI_SSM_PARAMETER)))
     return {**toolkit, **_model_values(loaded)}
 
 

@@ -57,6 +57,9 @@ class PlannedPiece(BaseModel):
     sdk: str = Field(description="the Neuron SDK release it is built for")
     python: str = Field(description="the Python it runs: what is installed there is resolved for it")
     source: str = Field(description="where these facts come from")
+    held: list[str] = Field(
+        description="packages it has (an image's Dockerfile's pip installs, and torch): what we install leaves them"
+    )
 
 
 class PlannedRelease(BaseModel):
@@ -132,12 +135,15 @@ def _planned_release(release: DeploymentRelease) -> PlannedRelease:
     notes = list(release.notes)
     serving = release.piece("serving image")
     if serving is not None and serving.name in {row.tag for row in catalog.dlc_releases()}:  # our wheel goes in
-        _, left = constraints_for(toolkit_identity().constraints, serving.python)
-        if left:
+        target = constraints_for(toolkit_identity().constraints, serving.python, serving.held)
+        if target.unfit:
             notes.append(
-                f"the serving image's Python {serving.python} cannot install this machine's {', '.join(left)}: "
-                "its pip picks versions for it within neurondeploy's ranges"
+                f"the serving image's Python {serving.python} cannot install this machine's "
+                f"{', '.join(target.unfit)}: its pip picks versions for it within neurondeploy's ranges"
             )
+        if target.held:
+            names = ", ".join(line.partition("==")[0] for line in target.held)
+            notes.append(f"the serving image has {names}: installing neurondeploy leaves them as they are there")
     return PlannedRelease(
         neuron_sdk=release.sdk,
         pinned=release.pinned,

@@ -42,6 +42,7 @@ class Piece:
     sdk: str  # the release it is built for ("2.30.0"; a DLAMI's minor line, "2.31")
     python: str  # the Python it runs (the target's, for resolving what we install there)
     source: str
+    held: tuple[str, ...] = ()  # packages it has, "name" or "name<spec>" (an image's Dockerfile's pip installs, torch)
 
 
 @dataclass(frozen=True)
@@ -66,23 +67,20 @@ class _Needs:
     hf_purpose: str | None = None  # a Hugging Face container's catalogue image, when its tags carry their SDK
 
 
-def serving_python(spec: InferenceSpec) -> str | None:
-    """The Python of the image that serves the deployment (what our requirements install into), when the catalogue
-    knows it."""
-    piece = deployment_release(spec).piece("serving image")
-    return piece.python if piece else None
+def serving_piece(spec: InferenceSpec) -> Piece | None:
+    """The image that serves the deployment (what our requirements install into), when the catalogue knows it."""
+    return deployment_release(spec).piece("serving image")
 
 
-def instance_python(spec: InferenceSpec, dlami_parameter: str) -> str | None:
-    """The Python of the EC2 instances' DLAMI environment (what our wheel installs into), when the catalogue knows
-    the DLAMI."""
-    piece = deployment_release(spec, dlami_parameter).piece("instance DLAMI")
-    return piece.python if piece else None
+def instance_piece(spec: InferenceSpec, dlami_parameter: str) -> Piece | None:
+    """The EC2 instances' DLAMI environment (what our wheel installs into), when the catalogue knows the DLAMI."""
+    return deployment_release(spec, dlami_parameter).piece("instance DLAMI")
 
 
-def target_constraints(constraints: str, python: str | None) -> str:
-    """This machine's pins as a target running ``python`` can install them (unknown Python: as they are)."""
-    return constraints_for(constraints, python)[0] if python else constraints
+def target_constraints(constraints: str, target: Piece | None) -> str:
+    """This machine's pins as ``target`` can take them: for its Python, none for what it has (unknown target: as
+    they are)."""
+    return constraints_for(constraints, target.python, target.held).text if target else constraints
 
 
 def sdk_path(spec: Spec) -> str:
@@ -150,7 +148,8 @@ def _pieces(needs: _Needs, version: str) -> tuple[list[Piece], list[str]]:
     ):
         row = _rows(repository).get(version) if wanted else None
         if row is not None:
-            pieces.append(Piece(role, row.tag, row.sdk, row.python, f"{catalog.DLC_REPOSITORY}: {row.source}"))
+            source = f"{catalog.DLC_REPOSITORY}: {row.source}"
+            pieces.append(Piece(role, row.tag, row.sdk, row.python, source, image_holds(row)))
         elif wanted:
             missing.append(f"no {repository} image")
     if needs.hf_purpose is not None:
@@ -171,6 +170,12 @@ def _pieces(needs: _Needs, version: str) -> tuple[list[Piece], list[str]]:
     if refusal:
         missing.append(refusal)
     return pieces, missing
+
+
+def image_holds(row: DlcRelease) -> tuple[str, ...]:
+    """The packages a DLC image has: what its Dockerfile pip-installs (with the versions it asks for), and torch
+    (torch-neuronx's own build, whose requirements are torch's)."""
+    return tuple(sorted({*row.preinstalled, "torch"}))
 
 
 def tags_repository(purpose: str) -> str:
@@ -223,7 +228,17 @@ def deployment_release(spec: Spec, dlami_parameter: str = catalog.DEFAULT_DLAMI_
     notes: tuple[str, ...] = ()
     if compile_image is not None:
         source = f"{catalog.DLC_REPOSITORY}: {compile_image.source}"
-        pieces = [*pieces, Piece("compile job image", compile_image.tag, version, compile_image.python, source)]
+        pieces = [
+            *pieces,
+            Piece(
+                "compile job image",
+                compile_image.tag,
+                version,
+                compile_image.python,
+                source,
+                image_holds(compile_image),
+            ),
+        ]
     elif needs.compile_dlc:
         notes = (
             f"compile --remote needs a Neuron DLC of SDK {version} and the catalogue has none: compile on a Neuron "

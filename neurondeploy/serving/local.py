@@ -26,7 +26,7 @@ from neurondeploy.engine.model_bundle import dlc_model_dir
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.planner.context import plan_context
 from neurondeploy.replay.hosting import start_container
-from neurondeploy.resources.release import serving_python
+from neurondeploy.resources.release import serving_piece
 from neurondeploy.resources.sagemaker_endpoint import (
     create_endpoint_config_request,
     create_model_request,
@@ -104,7 +104,7 @@ def start_local_endpoint(
     root = Path(tempfile.mkdtemp(prefix=f"neurondeploy-{spec.name}-"))
     model_dir = result.artifact_dir.resolve()
     if runs_on_dlc(spec, ctx):  # model.tar.gz as apply builds it: the artifact plus code/ with our wheel
-        model_dir = dlc_model_dir(model_dir, toolkit_wheel(), serving_python(spec))
+        model_dir = dlc_model_dir(model_dir, toolkit_wheel(), serving_piece(spec))
     hosted = start_container(container, variant, model_dir, root=root, port=port, host=host)
     watcher = threading.Thread(target=hosted.container.process.wait, name="neurondeploy-local-endpoint", daemon=True)
     watcher.start()

@@ -15,7 +15,7 @@ import pytest
 
 from neurondeploy.compiler.remote import stage_job_source
 from neurondeploy.engine.model_bundle import dlc_model_dir
-from neurondeploy.resources.release import deployment_release, serving_python
+from neurondeploy.resources.release import deployment_release, serving_piece
 from neurondeploy.specs import LoadedSpec, load_spec
 from neurondeploy.wheel import toolkit_wheel
 
@@ -25,7 +25,9 @@ TEMPLATE = Path(__file__).parents[2] / "templates" / "minilm-sagemaker.yaml"
 PLATFORMS = ["manylinux_2_35_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
 
 
-def resolve(code: Path, constraints: Path, python: str) -> subprocess.CompletedProcess:
+def resolve(code: Path, constraints: Path, python: str, *image_has: str) -> subprocess.CompletedProcess:
+    """pip's resolution of the bundle's install on ``python``, with ``image_has`` ("name==version") standing for
+    what the image has installed (held: the resolution must keep them)."""
     major_minor = ".".join(python.split(".")[:2])
     platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
     command = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed"]
@@ -37,6 +39,7 @@ def resolve(code: Path, constraints: Path, python: str) -> subprocess.CompletedP
         "-c",
         str(constraints),
         str(code / toolkit_wheel().filename),
+        *image_has,
     ]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
 
@@ -44,11 +47,12 @@ def resolve(code: Path, constraints: Path, python: str) -> subprocess.CompletedP
 @pytest.mark.parametrize("pin", ["2.21.0", None], ids=["2.21 (Python 3.10)", "unpinned"])
 def test_the_bundles_install_resolves_on_the_images_python(tmp_path, pin):
     spec = load_spec(TEMPLATE).spec.model_copy(update={"neuron_sdk_version": pin})
-    python = serving_python(spec)
+    image = serving_piece(spec)
+    python = image.python
     artifact = tmp_path / "artifact"
     artifact.mkdir()
     (artifact / "manifest.json").write_text("{}")
-    code = dlc_model_dir(artifact, toolkit_wheel(), python) / "code"
+    code = dlc_model_dir(artifact, toolkit_wheel(), image) / "code"
     resolved = resolve(code, code / "constraints.txt", python)
     assert resolved.returncode == 0, resolved.stderr[-2000:]
     installed = {
@@ -60,6 +64,35 @@ def test_the_bundles_install_resolves_on_the_images_python(tmp_path, pin):
         mine.write_text(toolkit_wheel().constraints)
         refused = resolve(code, mine, python)
         assert refused.returncode != 0 and "ResolutionImpossible" in refused.stderr
+
+
+# What an image built before this machine's pins has of the packages its Dockerfile installs unpinned (boto3, six):
+# older releases within neurondeploy's ranges (boto3>=1.35). Not the images' exact versions (their Dockerfiles do
+# not pin them): any the ranges admit must stay.
+IMAGE_HAS = ("boto3==1.35.0", "six==1.16.0")
+
+
+@pytest.mark.parametrize("pin", ["2.21.0", None], ids=["2.21 (Python 3.10)", "unpinned"])
+def test_the_bundles_install_keeps_the_packages_the_image_has(tmp_path, pin):
+    """The image's own boto3 and six are never upgraded or downgraded by our install: pip, holding them, resolves
+    the bundle and keeps them; this machine's pins (boto3==<newest>) would replace them, and cannot hold them."""
+    spec = load_spec(TEMPLATE).spec.model_copy(update={"neuron_sdk_version": pin})
+    image = serving_piece(spec)
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    (artifact / "manifest.json").write_text("{}")
+    code = dlc_model_dir(artifact, toolkit_wheel(), image) / "code"
+    resolved = resolve(code, code / "constraints.txt", image.python, *IMAGE_HAS)
+    assert resolved.returncode == 0, resolved.stderr[-2000:]
+    versions = {
+        item["metadata"]["name"].lower(): item["metadata"]["version"]
+        for item in json.loads((code.parent / "report.json").read_text())["install"]
+    }
+    assert {f"{name}=={versions[name]}" for name in ("boto3", "six")} == set(IMAGE_HAS)
+    mine = tmp_path / "mine.txt"
+    mine.write_text(toolkit_wheel().constraints)
+    refused = resolve(code, mine, image.python, *IMAGE_HAS)
+    assert refused.returncode != 0 and "ResolutionImpossible" in refused.stderr
 
 
 def test_the_compile_jobs_requirements_resolve_to_transformers_4_on_the_2_21_image(tmp_path):

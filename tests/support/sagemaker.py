@@ -27,7 +27,7 @@ from neurondeploy.engine.reconcile import RETIRED
 from neurondeploy.engine.sweep import find_leftovers
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources import sagemaker_endpoint as rq
-from neurondeploy.resources.release import serving_python
+from neurondeploy.resources.release import serving_piece
 from neurondeploy.specs import load_spec, parse_spec
 from neurondeploy.wheel import toolkit_wheel
 from support.ec2_deployment import REPO, FaultyTransport, transport  # noqa: F401  (shared with its tests)
@@ -40,8 +40,8 @@ ACCOUNT = "123456789012"  # moto's
 def artifact_uri_of(directory) -> str:
     """Where apply puts an artifact: named by its sha256, so a new model is a new SageMaker model (blue/green). On the
     DLC (the default), model.tar.gz is the artifact plus code/ with the handler and this toolkit's wheel."""
-    python = serving_python(load_spec(MINILM).spec)  # the template's release's image
-    digest = artifact_digest(dlc_model_dir(directory, toolkit_wheel(), python))
+    image = serving_piece(load_spec(MINILM).spec)  # the template's release's image
+    digest = artifact_digest(dlc_model_dir(directory, toolkit_wheel(), image))
     return f"s3://neurondeploy-{ACCOUNT}-us-east-1/minilm-embed/artifact/model-{digest[:16]}.tar.gz"
 
 

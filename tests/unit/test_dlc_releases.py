@@ -40,3 +40,31 @@ def test_rows_are_unique_and_cover_both_repositories():
 )
 def test_the_file_is_what_the_repository_says():
     assert dlc_releases_source.render(Path(os.environ["NEURON_DLC_REPO"])) == DATA.read_text()
+
+
+DOCKERFILE = """ARG TORCHSERVE_VERSION=0.11.0
+RUN ${PIP} install --no-cache-dir -U \\
+    boto3 \\
+    "transformers==4.45.*" \\
+    torchserve==${TORCHSERVE_VERSION} \\
+ && rm -rf ~/.cache/pip/*
+RUN pip install --no-cache-dir "sagemaker-pytorch-inference==2.0.25" \\
+ # patch the handler: a comment line inside the RUN
+ && sed -i "s/import torch/import torch, torch_neuronx/" handler.py
+RUN ${PIP} install --no-cache-dir \\
+   --index-url ${PIP_REPO_URL} --trusted-host ${NEURON_PIP_REPO} \\
+   neuronx_cc==$NEURONX_CC_VERSION Torch-Neuronx
+RUN ${PIP} install neuronx-cc
+"""
+
+
+def test_the_generator_reads_what_the_dockerfiles_pip_install_lines_name():
+    args = {"TORCHSERVE_VERSION": "0.11.0", "NEURONX_CC_VERSION": "2.26.6360.0+6f180f47"}
+    assert dlc_releases_source.pip_installed(DOCKERFILE, args) == [
+        "boto3",
+        "neuronx-cc==2.26.6360.0",  # the pinned line wins over a later bare name; the +build suffix dropped
+        "sagemaker-pytorch-inference==2.0.25",
+        "torch-neuronx",
+        "torchserve==0.11.0",
+        "transformers==4.45.*",
+    ]

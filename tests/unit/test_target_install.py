@@ -7,6 +7,7 @@ distribution installed here, the same metadata pip reads on the target."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 from pathlib import Path
@@ -17,26 +18,28 @@ from neurondeploy import catalog
 from neurondeploy.compiler.remote import stage_job_source
 from neurondeploy.engine.model_bundle import dlc_model_dir
 from neurondeploy.planner.context import plan_context, toolkit_values
+from neurondeploy.planner.plan import build_plan
 from neurondeploy.resources.model import DLAMI_SSM_PARAMETER
-from neurondeploy.resources.release import deployment_release, instance_python
+from neurondeploy.resources.release import deployment_release, instance_piece
 from neurondeploy.specs import LoadedSpec, load_spec
-from neurondeploy.wheel import constraints_for, toolkit_wheel, version_admits
+from neurondeploy.wheel import constraints_for, held_names, toolkit_wheel, version_admits
 
 TEMPLATE = Path(__file__).parents[2] / "templates" / "minilm-sagemaker.yaml"
 
 
-def serving_python(pin: str | None) -> str:
+def serving_image(pin: str | None):
     spec = load_spec(TEMPLATE).spec.model_copy(update={"neuron_sdk_version": pin})
-    return deployment_release(spec).piece("serving image").python
+    return deployment_release(spec).piece("serving image")
 
 
 @pytest.mark.parametrize("pin", ["2.21.0", None], ids=["2.21 (Python 3.10)", "unpinned"])
 def test_the_bundles_constraints_install_on_the_images_python(tmp_path, pin):
-    python = serving_python(pin)
+    image = serving_image(pin)
+    python = image.python
     artifact = tmp_path / "artifact"
     artifact.mkdir()
     (artifact / "manifest.json").write_text("{}")
-    code = dlc_model_dir(artifact, toolkit_wheel(), python) / "code"
+    code = dlc_model_dir(artifact, toolkit_wheel(), image) / "code"
     pins = [line.split("==") for line in (code / "constraints.txt").read_text().splitlines() if "==" in line]
     assert pins
     for name, version in pins:
@@ -89,12 +92,45 @@ def test_ec2_instances_get_the_constraints_for_their_dlamis_python():
     """What the plan's user data checks (the constraints' sha256) is this machine's pins as the DLAMI's Python can
     install them; a DLAMI the catalogue does not know keeps this machine's."""
     loaded = load_spec(TEMPLATE.parent / "minilm-ec2-alb.yaml")
-    python = instance_python(loaded.spec, DLAMI_SSM_PARAMETER)
-    assert python == catalog.dlami(DLAMI_SSM_PARAMETER).python
+    instances = instance_piece(loaded.spec, DLAMI_SSM_PARAMETER)
+    assert instances.python == catalog.dlami(DLAMI_SSM_PARAMETER).python
     constraints = toolkit_wheel().constraints
-    expected = hashlib.sha256(constraints_for(constraints, python)[0].encode()).hexdigest()
+    expected = hashlib.sha256(constraints_for(constraints, instances.python).text.encode()).hexdigest()
     assert plan_context(loaded).toolkit_constraints_sha256 == expected
     unknown = plan_context(loaded, ami_ssm_parameter="/my/ami").toolkit_constraints_sha256
     assert unknown == hashlib.sha256(constraints.encode()).hexdigest()
     # a Python that cannot take every pin gets fewer: the hash follows the target
-    assert toolkit_values("3.10.12")["toolkit_constraints_sha256"] != toolkit_values(None)["toolkit_constraints_sha256"]
+    older = dataclasses.replace(instances, python="3.10.12")
+    assert toolkit_values(older)["toolkit_constraints_sha256"] != toolkit_values(None)["toolkit_constraints_sha256"]
+
+
+def test_what_a_held_package_requires_is_held_only_for_the_version_installed_here():
+    """The 2.21 image's transformers is 4.45.*: what another version (this machine's) requires says nothing of it."""
+    here = importlib.metadata.version("transformers")
+    assert "huggingface-hub" in held_names(["transformers"])
+    assert held_names([f"transformers=={here}"]) == held_names(["transformers"])
+    assert held_names([f"transformers!={here}"]) == {"transformers"} != held_names(["transformers"])
+
+
+@pytest.mark.parametrize("pin", ["2.21.0", None], ids=["2.21", "unpinned"])
+def test_the_bundle_pins_nothing_the_image_has(tmp_path, pin):
+    """What the image's Dockerfile pip-installs (boto3, six, ...), its torch, and what those require as installed
+    here, is the image's: the bundle's constraints leave it as it is there, and plan says so."""
+    image = serving_image(pin)
+    assert {"boto3", "six", "torch", "torchserve==0.11.0"} <= set(image.held)
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    (artifact / "manifest.json").write_text("{}")
+    constraints = (dlc_model_dir(artifact, toolkit_wheel(), image) / "code" / "constraints.txt").read_text()
+    pinned = {line.partition("==")[0] for line in constraints.splitlines()}
+    theirs = held_names(image.held)
+    assert {"boto3", "botocore", "s3transfer", "six", "typing-extensions"} <= theirs
+    assert pinned & theirs == set()
+    assert {"starlette", "uvicorn", "pydantic"} & pinned  # what the image lacks stays pinned where it can be
+    spec = load_spec(TEMPLATE).spec.model_copy(update={"neuron_sdk_version": pin})
+    loaded = load_spec(TEMPLATE)
+    planned = build_plan(LoadedSpec(spec, loaded.source, loaded.path, loaded.digest)).release
+    (note,) = [note for note in planned.notes if note.startswith("the serving image has ")]
+    assert "boto3" in note and "six" in note
+    (piece,) = [piece for piece in planned.pieces if piece.role == "serving image"]
+    assert piece.held == list(image.held)
