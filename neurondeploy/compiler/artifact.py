@@ -25,6 +25,7 @@ from neurondeploy.manifest import (  # noqa: F401  re-exported: the compiler's h
     read_manifest,
     write_manifest,
 )
+from neurondeploy.standin import reserve_neuron_cores
 
 
 def current_runtime() -> str:
@@ -69,6 +70,7 @@ def load_artifact(
     check_compatible(
         manifest, runtime=runtime, target=target, neuron_sdk=neuron_sdk, neuronx_cc=neuronx_cc, where=str(directory)
     )
+    reserve_neuron_cores()  # a replayed Neuron host: this process's cores, as the runtime reserves them at load
     modules = {}
     for bucket in manifest.buckets:
         path = directory / bucket.file

@@ -37,7 +37,9 @@ from pathlib import Path
 
 from neurondeploy.archive import packed_files
 from neurondeploy.aws.transport import AwsTransport
+from neurondeploy.catalog import get_instance
 from neurondeploy.engine.model_bundle import link_or_copy
+from neurondeploy.errors import CatalogError
 from neurondeploy.replay.image_stack import ImageStack, image_stack, installed_overlay
 from neurondeploy.replay.sandbox import (
     ReplayError,
@@ -52,6 +54,7 @@ from neurondeploy.replay.sandbox import (
     wait_for_ping,
 )
 from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY, image_repository
+from neurondeploy.standin import STANDIN_CLAIMS_ENV, STANDIN_CORES_ENV
 
 MODEL_DIR = "/opt/ml/model"  # where SageMaker unpacks ModelDataUrl
 ENTRYPOINT = Path(__file__).resolve().parents[2] / "infra" / "serving" / "entrypoint.sh"
@@ -159,6 +162,20 @@ def dlc_serve(
     return [str(python / "bin" / "python"), "-c", main], env
 
 
+def neuron_host_env(instance_type: str, root: Path) -> dict[str, str]:
+    """The stand-in runtime's view of the instance (neurondeploy.standin.reserve_neuron_cores): its NeuronCores,
+    reserved per process as the Neuron runtime does, in lock files under the sandbox; none for an instance type
+    the catalogue does not know."""
+    try:
+        instance = get_instance(instance_type)
+    except CatalogError:
+        return {}
+    return {
+        STANDIN_CORES_ENV: str(instance.neuron_cores),
+        STANDIN_CLAIMS_ENV: str(root / ".replay" / "neuron-cores"),
+    }
+
+
 def stack_note(stack: ImageStack | None) -> str:
     """What serving stack the replay runs, and whose versions those are."""
     if stack is None:
@@ -201,12 +218,17 @@ def start_container(
         f"{variant.get('InstanceType', 'the instance')}: the Neuron runtime is a CPU stand-in here",
         f"/opt/ml/model is {model_dir}; the container binds {host}:{port} instead of :8080",
     ]
+    host_env = neuron_host_env(variant.get("InstanceType", ""), root)
     if image_repository(container["Image"]) == DLC_REPOSITORY:
         stack = image_stack(container["Image"])
         overlay = installed_overlay(stack) if stack else None
         notes.append(stack_note(stack))
         lock = one_torchserve_per_machine(timeout)
         command, image_env = dlc_serve(root, model_dir, port, host, overlay)
+        if "SAGEMAKER_MODEL_SERVER_WORKERS" not in container.get("Environment", {}) and host_env:
+            # TorchServe's default worker count is the host's vCPUs (ConfigManager.getDefaultWorkers): the
+            # instance's, not this machine's. TS_* overrides its config (the toolkit enables envvars config).
+            image_env["TS_DEFAULT_WORKERS_PER_MODEL"] = str(get_instance(variant["InstanceType"]).vcpus)
     else:
         command = serve_command(container["Image"])
         image_env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
@@ -215,7 +237,12 @@ def start_container(
         container.get("Environment", {}),
         # What the runtime adds: the port to bind (SageMaker's is 8080; here a free one on loopback) and where the
         # model is mounted (the image's /opt/ml/model, here under the sandbox root).
-        {"SAGEMAKER_BIND_TO_PORT": str(port), "NEURONDEPLOY_ARTIFACT": str(model_dir), "NEURONDEPLOY_BIND_HOST": host},
+        {
+            "SAGEMAKER_BIND_TO_PORT": str(port),
+            "NEURONDEPLOY_ARTIFACT": str(model_dir),
+            "NEURONDEPLOY_BIND_HOST": host,
+            **host_env,
+        },
     )
     started = start(command, env=env, cwd=root, log=root / "container.log")
     started.lock = lock

@@ -107,12 +107,22 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
             + " from compile.batch_sizes / compile.sequence_lengths",
         )
     if runs_on_dlc(spec, ctx):  # the DLC's toolkit imports code/inference.py (sagemaker_handler) from the model
+        deployment = spec.deployment
         env.update(
             {
                 "SAGEMAKER_PROGRAM": DLC_PROGRAM,
                 "SAGEMAKER_SUBMIT_DIRECTORY": DLC_CODE_DIR,
                 "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
                 "SAGEMAKER_REGION": spec.region,
+                # One TorchServe worker (a process, one replica) per group of tensor_parallel NeuronCores, each
+                # reserving its own group: unset, TorchServe starts one worker per vCPU (its ConfigManager's default)
+                # and the Neuron runtime gives the first every core, so the rest fail. The toolkit turns this into
+                # default_workers_per_model (sagemaker_pytorch_serving_container/torchserve.py); NEURON_RT_NUM_CORES
+                # is the cores each process reserves (awsdocs-neuron nrt-env-var-reference).
+                "SAGEMAKER_MODEL_SERVER_WORKERS": str(
+                    catalog.replicas_per_instance(deployment.instance_type, deployment.tensor_parallel)
+                ),
+                "NEURON_RT_NUM_CORES": str(deployment.tensor_parallel),
             }
         )
     if uses_precompiled(spec, ctx):  # loaded from /opt/ml/model: no Hub id, no Hub token

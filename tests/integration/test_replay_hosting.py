@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,11 +20,13 @@ from neurondeploy.compiler.cache import CompileCache
 from neurondeploy.compiler.compile import compile_spec
 from neurondeploy.compiler.models import load_model
 from neurondeploy.engine.apply import apply_spec
+from neurondeploy.engine.model_bundle import dlc_model_dir
 from neurondeploy.engine.state import StateStore
 from neurondeploy.planner.context import plan_context
 from neurondeploy.replay.hosting import ENTRYPOINT, replay_endpoint, start_container
 from neurondeploy.replay.image_stack import image_stack
 from neurondeploy.replay.sandbox import ReplayError
+from neurondeploy.resources.release import serving_piece
 from neurondeploy.resources.sagemaker_endpoint import create_endpoint_config_request, create_model_request
 from neurondeploy.standin import CPU_STANDIN_ENV, CPU_STANDIN_REASON
 from neurondeploy.wheel import toolkit_wheel
@@ -136,5 +140,53 @@ def test_our_own_image_stays_an_option_and_its_entrypoint_serves_the_model(artif
         assert hosted.container.command[-2:] == [str(ENTRYPOINT), "serve"]
         answer = json.loads(hosted.invoke(json.dumps({"inputs": [1, 2, 3]}).encode())["Body"])
         assert len(answer) == 16
+    finally:
+        hosted.stop()
+
+
+def _workers(hosted) -> list[dict]:
+    """TorchServe's own view of the model's workers (its management API, on the replay's address)."""
+    with urllib.request.urlopen(f"{hosted.url}/models/model", timeout=10) as response:
+        return json.loads(response.read())[0]["workers"]
+
+
+def _until(predicate, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.5)
+    return predicate()
+
+
+def test_each_torchserve_worker_reserves_its_own_neuroncores_and_one_per_vcpu_fails(artifact, tmp_path):  # noqa: F811
+    """ml.inf2.xlarge has 2 NeuronCores and 4 vCPUs. The plan's workers (2, one NeuronCore each) all load and
+    serve; without them TorchServe starts one worker per vCPU, the first reserves every core (the runtime's
+    default) and the others fail to load as they would on the instance."""
+    loaded = load(tmp_path, MINILM)
+    ctx = plan_context(loaded, account_id="123456789012")
+    container = create_model_request(loaded.spec, ctx)["PrimaryContainer"]
+    (variant,) = create_endpoint_config_request(loaded.spec, ctx)["ProductionVariants"]
+    env = container["Environment"]
+    assert (env["SAGEMAKER_MODEL_SERVER_WORKERS"], env["NEURON_RT_NUM_CORES"]) == ("2", "1")
+    model_dir = dlc_model_dir(artifact, toolkit_wheel(), serving_piece(loaded.spec))
+    hosted = start_container(container, variant, model_dir, root=tmp_path / "planned")
+    try:
+        ready = _until(lambda: [w for w in _workers(hosted) if w["status"] == "READY"][1:], 90)
+        assert ready and len(_workers(hosted)) == 2
+        for _ in range(4):  # TorchServe hands requests to its workers in turn: each serves
+            assert len(json.loads(hosted.invoke(json.dumps({"inputs": [1, 2, 3]}).encode())["Body"])) == 16
+        assert "are not available" not in hosted.container.log.read_text()
+    finally:
+        hosted.stop()
+
+    unset = {k: v for k, v in env.items() if k not in ("SAGEMAKER_MODEL_SERVER_WORKERS", "NEURON_RT_NUM_CORES")}
+    hosted = start_container({**container, "Environment": unset}, variant, model_dir, root=tmp_path / "unset")
+    try:
+        refused = _until(lambda: "NeuronCores all of 2 are not available" in hosted.container.log.read_text(), 90)
+        assert refused, hosted.container.log.read_text()[-3000:]
+        workers = _workers(hosted)
+        assert len(workers) == 4 and len([w for w in workers if w["status"] == "READY"]) <= 1
     finally:
         hosted.stop()
