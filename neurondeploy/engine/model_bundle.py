@@ -15,7 +15,7 @@ from neurondeploy.resources.release import Piece, target_constraints
 from neurondeploy.resources.sagemaker_endpoint import DLC_CODE_DIR, DLC_PROGRAM
 from neurondeploy.wheel import ToolkitWheel
 
-HANDLER = "from neurondeploy.serving.sagemaker_handler import input_fn, model_fn, output_fn, predict_fn  # noqa: F401\n"
+HANDLER = "from neurondeploy.serving.sagemaker_handler import model_fn, transform_fn  # noqa: F401\n"
 
 
 def requirements(wheel: ToolkitWheel) -> str:

@@ -1,9 +1,10 @@
-"""The handler contract of AWS's PyTorch inference containers (sagemaker-pytorch-inference-toolkit: ``model_fn``,
-``input_fn``, ``predict_fn``, ``output_fn``) over neurondeploy's runtime.
+"""The handler contract of AWS's PyTorch inference containers (sagemaker-pytorch-inference-toolkit: ``model_fn``
+and ``transform_fn``, made of ``input_fn``, ``predict_fn`` and ``output_fn``) over neurondeploy's runtime.
 
 On the Neuron inference DLC (``pytorch-inference-neuronx``), SageMaker's ``serve`` starts TorchServe with the toolkit's
 handler service, which installs ``code/requirements.txt`` from the model archive (this toolkit's wheel, shipped in it)
-and imports ``code/inference.py`` (``SAGEMAKER_PROGRAM``), which re-exports these functions. The artifact is the rest
+and imports ``code/inference.py`` (``SAGEMAKER_PROGRAM``), which re-exports ``model_fn`` and ``transform_fn`` (the
+toolkit refuses ``transform_fn`` beside the other three). The artifact is the rest
 of model.tar.gz; requests and answers are the same JSON as ``neurondeploy serve``'s. TorchServe hands requests over one
 by one, so batching is TorchServe's, not neurondeploy's batcher.
 """
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import json
 import os
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 from neurondeploy.aws.secrets import resolve_secret_env
 from neurondeploy.compiler.artifact import MANIFEST
-from neurondeploy.serving.media import JSON, write_answers
-from neurondeploy.serving.runtime import ModelRunner
+from neurondeploy.serving.media import JSON, Unsupported, write_answers
+from neurondeploy.serving.runtime import BadRequest, ModelRunner
 from neurondeploy.serving.server import serving_from_env
 
 
@@ -41,8 +43,11 @@ def model_fn(model_dir: str) -> ModelRunner:
 
 def input_fn(body: bytes | str, content_type: str = JSON) -> Any:
     if content_type and not content_type.startswith(JSON):
-        raise ValueError(f"content type {content_type} is not supported: send {JSON}")
-    return json.loads(body)
+        raise Unsupported(415, f"Content-Type {content_type} is not supported; send {JSON}")
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise BadRequest(f'the body is not JSON ({exc}): send {{"inputs": [...]}}') from None
 
 
 def predict_fn(data: Any, runner: ModelRunner) -> Any:
@@ -56,3 +61,16 @@ def predict_fn(data: Any, runner: ModelRunner) -> Any:
 def output_fn(prediction: Any, accept: str = JSON) -> str:
     # the runtime answers with numpy arrays: the same writer as `neurondeploy serve`'s, so the bytes are the same
     return write_answers([prediction], JSON, JSON).decode()
+
+
+def transform_fn(runner: ModelRunner, body: bytes | str, content_type: str, accept: str, context: Any) -> tuple:
+    """One request as the toolkit hands it over (its transformer passes ``context`` to a handler function that
+    takes one more parameter: sagemaker_inference/transformer.py, _run_handler_function). A wrong request gets what
+    ``neurondeploy serve`` answers, 4xx and a one-line JSON error; raised, it would be the toolkit's 500 with a
+    Python traceback in the body (transformer.handle_error)."""
+    try:
+        return output_fn(predict_fn(input_fn(body, content_type), runner), accept), JSON
+    except (BadRequest, Unsupported) as exc:
+        status = getattr(exc, "status", HTTPStatus.BAD_REQUEST)
+        context.set_response_status(code=int(status), phrase=HTTPStatus(status).phrase)
+        return json.dumps({"error": str(exc)}), JSON

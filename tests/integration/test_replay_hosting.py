@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -88,6 +89,17 @@ def test_the_replayed_endpoint_answers_eager_pytorchs_embeddings(applied, tmp_pa
         )
         assert json.loads(found.stdout) == stack.versions
         assert any(note.startswith("serving stack: torchserve 0.11.0") for note in hosted.notes), hosted.notes
+        # A wrong request gets what `neurondeploy serve` answers: 4xx and one line of JSON, no traceback (the
+        # toolkit's own answer to a raised error is 500 with the traceback in the body).
+        for body, content_type, status in [
+            (b'{"inputs": 5}', "application/json", 400),
+            (b'{"foo": "x"}', "application/json", 400),
+            (b"not json", "application/json", 400),
+            (b"some text", "text/plain", 415),
+        ]:
+            got, answer = _post(f"{hosted.url}/invocations", body, content_type)
+            assert got == status and answer.count(b"\n") == 0 and b"Traceback" not in answer, (got, answer)
+            assert json.loads(answer)["error"]
         environ = (Path("/proc") / str(hosted.container.process.pid) / "environ").read_bytes().split(b"\0")
         assert f"{CPU_STANDIN_ENV}={CPU_STANDIN_REASON}".encode() in environ  # said, not silently bypassed
         answer = hosted.invoke(json.dumps({"inputs": TEXTS}).encode())
@@ -142,6 +154,15 @@ def test_our_own_image_stays_an_option_and_its_entrypoint_serves_the_model(artif
         assert len(answer) == 16
     finally:
         hosted.stop()
+
+
+def _post(url: str, body: bytes, content_type: str) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, body, {"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
 
 
 def _workers(hosted) -> list[dict]:
