@@ -29,7 +29,7 @@ from neurondeploy.ops.compile_remote import default_cache_uri
 from neurondeploy.planner.artifact_target import artifact_target
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.precompiled import load_budget
-from neurondeploy.resources.sagemaker_endpoint import container_image
+from neurondeploy.resources.sagemaker_endpoint import container_image, endpoint_volume_gib
 from neurondeploy.serving import local
 from neurondeploy.serving.llm import serve as llm_serve
 from neurondeploy.specs import LoadedSpec, load_spec
@@ -137,7 +137,8 @@ def precompiled_context(
     if spec.deployment.platform != "sagemaker":
         return {}
     cache_uri = cache_s3 or default_cache_uri(transport, loaded)
-    key = llm_artifact_key(spec, container_image(spec, plan_context(loaded)))
+    ctx = plan_context(loaded)
+    key = llm_artifact_key(spec, container_image(spec, ctx))
     try:
         size = find_precompiled(cache_uri, key)
     except AwsCallError as exc:
@@ -150,7 +151,7 @@ def precompiled_context(
         )
         return {}
     prefix = precompiled_prefix(cache_uri, key)
-    budget, why = load_budget(size)
+    budget, why = load_budget(size, endpoint_volume_gib(spec, ctx))
     on_event(
         f"the model compile --remote exported: {prefix}, loaded from S3 at /opt/ml/model (no Hub download, no "
         f"HF_TOKEN, no compile at start); startup health-check budget {min(budget, spec.deployment.health_check_timeout_s)} s "

@@ -16,6 +16,7 @@ from neurondeploy.errors import CatalogError, PlanError
 from neurondeploy.planner import sizing, training_memory
 from neurondeploy.resources.precompiled import load_budget
 from neurondeploy.resources.release import deployment_release
+from neurondeploy.resources.sagemaker_endpoint import volume_for
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
 from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelArchitecture
 
@@ -403,7 +404,7 @@ def _precompile_advice(loaded: LoadedSpec) -> Iterable[Finding]:
     if arch is None:
         return
     weights = sizing.parameter_count(arch) * sizing.DTYPE_BYTES[loaded.spec.model.dtype]
-    budget, why = load_budget(int(weights))
+    budget, why = load_budget(int(weights), volume_for(loaded.spec, weights / 2**30))
     yield warning(
         "deployment.health_check_timeout_s",
         f"without a precompiled model the container downloads {loaded.spec.model.hf_model_id} and compiles it at "

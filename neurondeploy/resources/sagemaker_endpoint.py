@@ -187,6 +187,11 @@ def create_model_request(spec: InferenceSpec, ctx: PlanContext) -> dict:
 
 def endpoint_volume_gib(spec: InferenceSpec, ctx: PlanContext) -> int | None:
     """EBS per instance; None on NVMe types (SageMaker refuses VolumeSizeInGB for ml.trn1: aws/sagemaker-python-sdk PR 4828)."""
+    return volume_for(spec, ctx.model_size_gib)
+
+
+def volume_for(spec: InferenceSpec, model_size_gib: float | None) -> int | None:
+    """:func:`endpoint_volume_gib` for a model of ``model_size_gib`` (None: unknown)."""
     if catalog.get_instance(spec.deployment.instance_type).nvme_instance_storage:
         return None
     given = spec.deployment.volume_gib
@@ -197,18 +202,19 @@ def endpoint_volume_gib(spec: InferenceSpec, ctx: PlanContext) -> int | None:
                 f"set it to {VOLUME_MAX_GIB} or less",
             )
         return given
-    if ctx.model_size_gib is None and not spec.container.ours:
+    if model_size_gib is None and not spec.container.ours:
         # The HF containers download weights from the Hub and compile or fetch cached NEFFs on the volume;
         # with the size unknown, take what HF's own Neuron notebooks use (optimum-neuron notebooks/sagemaker/deploy-llama-3-3-70b.ipynb: volume_size 512).
         return VOLUME_MAX_GIB
-    wanted = math.ceil(VOLUME_PER_MODEL_GIB * (ctx.model_size_gib or 0))
+    wanted = math.ceil(VOLUME_PER_MODEL_GIB * (model_size_gib or 0))
     return min(VOLUME_MAX_GIB, max(VOLUME_MIN_GIB, wanted))
 
 
 def startup_budget_s(spec: InferenceSpec, ctx: PlanContext) -> int:
     """The spec's health-check budget, or over a precompiled model what loading it needs (never more)."""
     if uses_precompiled(spec, ctx) and ctx.precompiled_model_bytes is not None:
-        return min(spec.deployment.health_check_timeout_s, load_budget(ctx.precompiled_model_bytes)[0])
+        budget = load_budget(ctx.precompiled_model_bytes, endpoint_volume_gib(spec, ctx))[0]
+        return min(spec.deployment.health_check_timeout_s, budget)
     return spec.deployment.health_check_timeout_s
 
 

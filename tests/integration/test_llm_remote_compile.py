@@ -142,9 +142,13 @@ def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sag
     # apply: the endpoint loads the exported model from S3, without the Hub, its token or a compile
     applied = run_cli("apply", str(spec), "--yes", "--json", "--state", state, env=env)
     assert applied.returncode == 0, applied.stderr
-    budget, why = load_budget(size)
-    assert f"startup health-check budget {budget} s ({why}), was 3600 s" in applied.stderr
     sm = aws.client("sagemaker")
+    (variant,) = sm.describe_endpoint_config(
+        EndpointConfigName=sm.list_endpoint_configs()["EndpointConfigs"][0]["EndpointConfigName"]
+    )["ProductionVariants"]
+    budget, why = load_budget(size, variant["VolumeSizeInGB"])  # read at that gp2 volume's throughput
+    assert f"startup health-check budget {budget} s ({why}), was 3600 s" in applied.stderr
+    assert f"a {variant['VolumeSizeInGB']} GiB gp2 volume" in why
     (model,) = sm.list_models()["Models"]
     sent = next(
         r["params"]
@@ -164,9 +168,6 @@ def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sag
     source = {"S3DataSource": {"S3Uri": f"s3://{BUCKET}/{prefix}", "S3DataType": "S3Prefix", "CompressionType": "None"}}
     assert sent["PrimaryContainer"]["ModelDataSource"] == container["ModelDataSource"] == source
     assert "ModelDataUrl" not in container
-    (variant,) = sm.describe_endpoint_config(
-        EndpointConfigName=sm.list_endpoint_configs()["EndpointConfigs"][0]["EndpointConfigName"]
-    )["ProductionVariants"]
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == budget < 3600
     role_policy = json.dumps(
         StateStore(tmp_path / "state.db").get("llama3-8b").resources["execution-role"].create_requests[-1]["params"]
