@@ -28,7 +28,7 @@ from neurondeploy.engine.sweep import Leftover
 from neurondeploy.engine.uploads import (
     ApplyError,
     artifact_is_current,
-    check_serving_image,
+    check_container_image,
     ensure_bucket,
     upload_artifact,
     upload_toolkit,
@@ -133,7 +133,7 @@ def apply_spec(
     # Read-only and before any upload: the artifact in S3 is what a live deployment's instances boot from.
     found = ownership_of(transport, spec.name, state.lineage, state.get(spec.name), zones)
     refuse_foreign(spec.name, found.foreign, str(state.path))
-    check_serving_image(transport, spec, ctx)  # before any upload: a refused apply leaves nothing behind
+    check_container_image(transport, spec, ctx)  # before any upload: a refused apply leaves nothing behind
     upload: tuple[Path, str, str] | None = None  # (directory, uri, sha256) of an artifact S3 lacks
     if isinstance(spec, InferenceSpec) and spec.model.training_job:
         uri = training_job_artifacts(transport, spec.model.training_job)

@@ -3,8 +3,10 @@ changed); and the look-up that our serving image is in ECR."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from neurondeploy import catalog
 from neurondeploy.archive import artifact_digest, pack_artifact
 from neurondeploy.aws.errors import is_ecr_image_missing, is_s3_missing_bucket, is_s3_missing_object
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
@@ -95,30 +97,43 @@ def upload_toolkit(transport: AwsTransport, artifact_s3_uri: str, wheel: Toolkit
     return sent
 
 
-def check_serving_image(transport: AwsTransport, spec, ctx: PlanContext) -> None:
-    """An endpoint on our own serving image needs that image in ECR. SageMaker would only find out after creating the
-    endpoint (and failing it minutes later), so look first and say how to push it. (The default, AWS's Neuron
-    inference DLC with our server in model.tar.gz, needs nothing pushed.)"""
+_ECR_REGISTRY = re.compile(r"(\d{12})\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?")
+
+
+def check_container_image(transport: AwsTransport, spec, ctx: PlanContext) -> None:
+    """An endpoint on an image pushed to the account's ECR (our own serving image, or the Hugging Face wrapper of
+    infra/hf-secrets that a secret in the environment needs) needs that image there. SageMaker would only find out
+    after creating the endpoint (and failing it minutes later, at image pull), so look first and say how to push it.
+    (The defaults, AWS's Neuron DLC and Hugging Face's images, are in their own registries: nothing to push.)"""
     if not (isinstance(spec, InferenceSpec) and spec.deployment.platform == "sagemaker"):
         return
-    if not spec.container.ours:
-        return
     image = container_image(spec, ctx)
-    if image_repository(image) != SERVING_REPOSITORY:
+    ours = spec.container.ours and image_repository(image) == SERVING_REPOSITORY
+    registry, _, path = image.partition("/")
+    account = _ECR_REGISTRY.fullmatch(registry)
+    if not (ours or spec.deployment.container.image_uri) or not account:
         return
-    registry, tag = image.split("/", 1)[0], image.rsplit(":", 1)[1]
-    params = {"repositoryName": SERVING_REPOSITORY, "imageIds": [{"imageTag": tag}]}
-    account = registry.split(".", 1)[0]
-    if account.isdigit() and len(account) == 12:
-        params["registryId"] = account
+    repository, digest = path.split("@", 1) if "@" in path else (path.rsplit(":", 1)[0], None)
+    wanted = {"imageDigest": digest} if digest else {"imageTag": path.rsplit(":", 1)[1] if ":" in path else "latest"}
+    params = {"repositoryName": repository, "imageIds": [wanted], "registryId": account[1]}
     try:
         transport.call("ecr", "DescribeImages", params)
     except AwsCallError as exc:
         if not is_ecr_image_missing(exc):
             raise
+        login = (
+            f"aws ecr get-login-password --region {spec.region} | docker login --username AWS --password-stdin "
+            f"{registry} && docker push {image} (create the repository first)"
+        )
+        if ours or spec.container.ours:
+            build = f"docker build -f infra/serving/Dockerfile -t {image} . && {login}"
+            hint = f"{build}, or leave deployment.container.image_uri empty for the Neuron DLC"
+        else:
+            base = catalog.neuron_image(spec.container.image_purpose, spec.region, spec.neuron_sdk_version)
+            hint = (
+                f"build the wrapper over {base}: docker build -f infra/hf-secrets/Dockerfile --build-arg "
+                f"BASE_IMAGE={base} --build-arg HF_ENTRYPOINT=<its entrypoint> -t {image} . && {login}"
+            )
         raise ApplyError(
-            f"the serving image {image} is not in ECR ({exc.code}); the endpoint would fail to start",
-            f"docker build -f infra/serving/Dockerfile -t {image} . && aws ecr get-login-password --region "
-            f"{spec.region} | docker login --username AWS --password-stdin {registry} && docker push {image} "
-            "(create the repository first), or leave deployment.container.image_uri empty for the Neuron DLC",
+            f"the container image {image} is not in ECR ({exc.code}); the endpoint would fail to start", hint
         ) from None

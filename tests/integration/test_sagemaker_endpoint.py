@@ -22,6 +22,7 @@ from support.sagemaker import (
     expected,
     load,
     operations,
+    push_image,
 )
 
 from neurondeploy import catalog
@@ -365,3 +366,20 @@ def test_apply_refuses_before_creating_anything_when_the_serving_image_is_not_in
     assert "docker push" in refused.value.hint and "Neuron DLC" in refused.value.hint
     assert aws.client("sagemaker").list_models()["Models"] == [] and StateStore(tmp_path / "state.db").names() == []
     assert aws.client("s3").list_buckets()["Buckets"] == []  # not even the artifact was uploaded
+
+
+def test_apply_refuses_before_creating_anything_when_the_llm_wrapper_image_is_not_in_ecr(aws, tmp_path):
+    """The vLLM template runs the infra/hf-secrets wrapper from the account's ECR (its HF_TOKEN is a secret
+    reference): missing, SageMaker would fail the endpoint at image pull; apply says how to build and push it."""
+    loaded = load(tmp_path, VLLM)
+    with pytest.raises(ApplyError) as refused:
+        apply(loaded, StateStore(tmp_path / "state.db"), None)
+    image = loaded.spec.deployment.container.image_uri
+    assert f"the container image {image} is not in ECR (RepositoryNotFoundException)" in refused.value.message
+    assert "infra/hf-secrets/Dockerfile" in refused.value.hint and "BASE_IMAGE=763104351884" in refused.value.hint
+    assert aws.client("sagemaker").list_models()["Models"] == [] and StateStore(tmp_path / "state.db").names() == []
+    # pushed under another tag: still not the image the spec names
+    push_image(aws, image.split("/", 1)[1].rsplit(":", 1)[0], "0.0.9")
+    with pytest.raises(ApplyError, match="ImageNotFoundException"):
+        apply(loaded, StateStore(tmp_path / "state.db"), None)
+    assert aws.client("sagemaker").list_models()["Models"] == []

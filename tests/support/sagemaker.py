@@ -106,6 +106,8 @@ def prepare(aws, monkeypatch):
     monkeypatch.setattr(FakeEndpointConfig, "validate_instance_type", validate_instance_type)
     monkeypatch.setattr(SageMakerResponse, "update_endpoint", _update_endpoint, raising=False)
     push_serving_image(aws)
+    wrapper = load_spec(VLLM).spec.deployment.container.image_uri  # the template's infra/hf-secrets wrapper
+    push_image(aws, wrapper.split("/", 1)[1].rsplit(":", 1)[0], wrapper.rsplit(":", 1)[1])
     return aws
 
 
@@ -114,8 +116,13 @@ def push_serving_image(aws) -> None:
     from neurondeploy import __version__
     from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY
 
+    push_image(aws, SERVING_REPOSITORY, __version__)
+
+
+def push_image(aws, repository: str, tag: str) -> None:
+    """What `docker push` leaves in the account's ECR: a repository with the tagged image."""
     ecr = aws.client("ecr")
-    ecr.create_repository(repositoryName=SERVING_REPOSITORY)
+    ecr.create_repository(repositoryName=repository)
     manifest = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
@@ -126,7 +133,7 @@ def push_serving_image(aws) -> None:
         },
         "layers": [],
     }
-    ecr.put_image(repositoryName=SERVING_REPOSITORY, imageManifest=json.dumps(manifest), imageTag=__version__)
+    ecr.put_image(repositoryName=repository, imageManifest=json.dumps(manifest), imageTag=tag)
 
 
 # --- helpers -----------------------------------------------------------------------------------------------------
