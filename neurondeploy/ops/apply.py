@@ -126,6 +126,13 @@ def neuron_artifact_from_cache(
     return found
 
 
+# What a Hugging Face LLM container does without an export (planner.checks._precompile_advice has the source).
+NO_EXPORT = (
+    "the container starts from the Hugging Face Neuron cache's compiled configuration for these shapes, and "
+    "refuses to start if it has none (run compile --remote first)"
+)
+
+
 def precompiled_context(
     loaded: LoadedSpec, transport: AwsTransport, cache_s3: str | None, on_event: Callable[[str], None]
 ) -> dict:
@@ -142,12 +149,12 @@ def precompiled_context(
     try:
         size = find_precompiled(cache_uri, key)
     except AwsCallError as exc:
-        on_event(f"compile cache: {exc.message}; the container downloads and compiles the model at start")
+        on_event(f"compile cache: {exc.message}; {NO_EXPORT}")
         return {}
     if size is None:
         on_event(
-            f"no model exported by compile --remote in {cache_uri} (key {key[:16]}): the container downloads "
-            f"and compiles it at start, within {spec.deployment.health_check_timeout_s} s"
+            f"no model exported by compile --remote in {cache_uri} (key {key[:16]}): {NO_EXPORT}, within "
+            f"{spec.deployment.health_check_timeout_s} s"
         )
         return {}
     prefix = precompiled_prefix(cache_uri, key)

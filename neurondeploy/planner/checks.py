@@ -398,8 +398,11 @@ def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
 
 
 def _precompile_advice(loaded: LoadedSpec) -> Iterable[Finding]:
-    """The startup budget of an LLM endpoint: an hour while the container downloads and compiles, minutes once
-    `compile --remote` has exported the model (then apply loads it from S3 and sets the budget it derives)."""
+    """What an LLM endpoint starts from. Without a `compile --remote` export, the Hugging Face container starts only
+    from a compiled configuration of the model at these shapes in the Hugging Face Neuron cache, and refuses to
+    compile one itself unless told to (optimum-neuron optimum/commands/neuron/serve.py: "If set, export the model
+    even if no cached configuration exists", --allow_non_cached_model; its vLLM loader raises "No cached version
+    found" otherwise). With one, apply loads it from S3 and sets the budget it derives."""
     arch = model_architecture(loaded)
     if arch is None:
         return
@@ -407,9 +410,10 @@ def _precompile_advice(loaded: LoadedSpec) -> Iterable[Finding]:
     budget, why = load_budget(int(weights), volume_for(loaded.spec, weights / 2**30))
     yield warning(
         "deployment.health_check_timeout_s",
-        f"without a precompiled model the container downloads {loaded.spec.model.hf_model_id} and compiles it at "
-        f"start within {loaded.spec.deployment.health_check_timeout_s} s; exported by compile --remote, apply "
-        f"points the endpoint at it in S3 and loading needs about {budget} s ({why})",
+        f"without a model exported by compile --remote the container starts only if the Hugging Face Neuron cache "
+        f"(aws-neuron/optimum-neuron-cache) has {loaded.spec.model.hf_model_id} compiled at these shapes, and "
+        "refuses to start otherwise (it does not compile on the instance without --allow_non_cached_model); "
+        f"exported, apply points the endpoint at it in S3 and loading needs about {budget} s ({why})",
         f"run `neurondeploy compile {loaded.source.file} --remote` before apply",
     )
 

@@ -133,7 +133,7 @@ class PlanContext:
     serving_image_uri: str | None = None  # our serving container (container.kind neurondeploy on SageMaker)
     model_size_gib: float | None = None  # sizes SageMaker volumes when deployment.volume_gib is empty
     # hf-vllm / hf-tgi: the S3 prefix `compile --remote` exported the model to, and its size in bytes (the load
-    # budget); None: the container downloads from the Hub and compiles at start
+    # budget); None: the container starts from the Hugging Face Neuron cache's configuration, or refuses to
     precompiled_model_uri: str | None = None
     precompiled_model_bytes: int | None = None
     availability_zones: tuple[str, ...] = ()  # empty: the AZs offering the instance type, looked up at apply

@@ -11,6 +11,7 @@ import pytest
 
 from neurondeploy.compiler.llm_export import LlmExportError, export_argv, job_arguments, llm_artifact_key
 from neurondeploy.errors import PlanError
+from neurondeploy.planner.checks import run_checks
 from neurondeploy.planner.llm_compile import llm_compile_host
 from neurondeploy.resources.model import PlanContext
 from neurondeploy.resources.precompiled import load_budget
@@ -126,3 +127,12 @@ def test_hf_revision_without_hf_model_id_is_one_line(tmp_path):
     )
     assert ran.returncode != 0 and "hf_revision is the revision of hf_model_id" in ran.stderr
     assert "Traceback" not in ran.stderr
+
+
+def test_plan_says_the_container_refuses_a_model_the_neuron_cache_has_no_configuration_for():
+    """optimum-neuron's serve exports only from a cached configuration unless --allow_non_cached_model: without an
+    export the endpoint does not compile on the instance, and plan says so with the fix (it said it would)."""
+    (advice,) = [f for f in run_checks(load_spec(VLLM)) if f.field == "deployment.health_check_timeout_s"]
+    assert "refuses to start otherwise" in advice.message and "--allow_non_cached_model" in advice.message
+    assert "compiles it at start" not in advice.message
+    assert "compile" in advice.hint and "--remote" in advice.hint
