@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -35,10 +37,39 @@ def _artifact_dir(model_dir: str) -> Path:
 
 
 def model_fn(model_dir: str) -> ModelRunner:
-    resolve_secret_env()  # {secret: ARN} env values, read through the execution role, as `neurondeploy serve` does
-    runner = ModelRunner(_artifact_dir(model_dir), serving_from_env(), replicas=1)
-    runner.warm_up()
+    try:
+        resolve_secret_env()  # {secret: ARN} env values, read through the execution role, as `neurondeploy serve` does
+        runner = ModelRunner(_artifact_dir(model_dir), serving_from_env(), replicas=1)
+        runner.warm_up()  # loaded and a forward run on every bucket: only then is the worker READY
+    except Exception as exc:
+        stop_the_model_server(exc)
+        raise
     return runner
+
+
+TORCHSERVE_FRONTEND = "org.pytorch.serve.ModelServer"  # in its command line (the toolkit's TS_NAMESPACE)
+
+
+def stop_the_model_server(reason: Exception) -> bool:
+    """TorchServe answers /ping 200 "Healthy" while every worker fails to load the model (seen here on 0.11.0, the
+    DLCs' version: its health counts started workers, not loaded ones), so SageMaker would put a model that cannot
+    load InService. A worker of TorchServe whose model cannot load stops the model server, its parent, instead: the
+    container exits, and SageMaker's startup health check (or the update) fails. Anywhere else, nothing."""
+    parent = os.getppid()
+    try:
+        command = Path(f"/proc/{parent}/cmdline").read_bytes()
+    except OSError:
+        return False
+    if TORCHSERVE_FRONTEND.encode() not in command:
+        return False
+    print(
+        f"neurondeploy: the model cannot load ({type(reason).__name__}: {reason}); stopping TorchServe so that the "
+        "endpoint fails its health check instead of answering Healthy with no worker",
+        file=sys.stderr,
+        flush=True,
+    )
+    os.kill(parent, signal.SIGTERM)
+    return True
 
 
 def input_fn(body: bytes | str, content_type: str = JSON) -> Any:

@@ -202,12 +202,37 @@ def test_each_torchserve_worker_reserves_its_own_neuroncores_and_one_per_vcpu_fa
     finally:
         hosted.stop()
 
+    # Unset (the plan before): one worker per vCPU, the first holds both cores, the others cannot load, and the
+    # model server stops, so the endpoint fails its health check instead of answering Healthy.
     unset = {k: v for k, v in env.items() if k not in ("SAGEMAKER_MODEL_SERVER_WORKERS", "NEURON_RT_NUM_CORES")}
-    hosted = start_container({**container, "Environment": unset}, variant, model_dir, root=tmp_path / "unset")
+    log = _fails_to_serve({**container, "Environment": unset}, variant, model_dir, tmp_path / "unset")
+    assert "NeuronCores all of 2 are not available" in log and "stopping TorchServe" in log
+    assert "Torchserve version" in log and "Default workers per model: 4" in log  # the instance's 4 vCPUs
+
+
+def _fails_to_serve(container, variant, model_dir, root) -> str:
+    """Start the container and return its log once it has exited (at start, or soon after /ping first answered)."""
     try:
-        refused = _until(lambda: "NeuronCores all of 2 are not available" in hosted.container.log.read_text(), 90)
-        assert refused, hosted.container.log.read_text()[-3000:]
-        workers = _workers(hosted)
-        assert len(workers) == 4 and len([w for w in workers if w["status"] == "READY"]) <= 1
+        hosted = start_container(container, variant, model_dir, root=root)
+    except ReplayError as exc:
+        assert "exited with" in exc.message
+        return (root / "container.log").read_text()
+    try:
+        assert _until(lambda: hosted.container.returncode() is not None, 90), "still serving"
+        return hosted.container.log.read_text()
     finally:
         hosted.stop()
+
+
+def test_a_model_that_cannot_load_fails_the_startup_health_check(artifact, tmp_path):  # noqa: F811
+    """The reported failure: every worker's model_fn fails (here: a NeuronCore the instance does not have), yet
+    TorchServe 0.11.0 answered /ping 200 "Healthy" from its start on, so the endpoint would go InService. Now the
+    worker stops the model server and the container exits: SageMaker's health check fails."""
+    loaded = load(tmp_path, MINILM)
+    ctx = plan_context(loaded, account_id="123456789012")
+    container = create_model_request(loaded.spec, ctx)["PrimaryContainer"]
+    (variant,) = create_endpoint_config_request(loaded.spec, ctx)["ProductionVariants"]
+    broken = {**container, "Environment": {**container["Environment"], "NEURON_RT_VISIBLE_CORES": "7"}}
+    model_dir = dlc_model_dir(artifact, toolkit_wheel(), serving_piece(loaded.spec))
+    log = _fails_to_serve(broken, variant, model_dir, tmp_path / "broken")
+    assert "NeuronCores 7 of 2 are not available" in log and "stopping TorchServe" in log
