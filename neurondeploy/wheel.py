@@ -156,10 +156,10 @@ def held_names(held: Iterable[str]) -> set[str]:
     is one the spec admits, what it requires as installed here (another version's requirements may differ)."""
     names: set[str] = set()
     for requirement in held:
-        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*)", requirement.strip())
+        match = _NAME.match(requirement)
         if not match:
             continue
-        name, spec = _normalise(match[1]), match[2]
+        name, spec = _normalise(match[1]), requirement[match.end() :].strip()
         names.add(name)
         here = installed_requirements([name])
         if name in here and version_admits(spec, here[name]):

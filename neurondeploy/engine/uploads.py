@@ -125,7 +125,7 @@ def check_container_image(transport: AwsTransport, spec, ctx: PlanContext) -> No
             f"aws ecr get-login-password --region {spec.region} | docker login --username AWS --password-stdin "
             f"{registry} && docker push {image} (create the repository first)"
         )
-        if ours or spec.container.ours:
+        if spec.container.ours:
             build = f"docker build -f infra/serving/Dockerfile -t {image} . && {login}"
             hint = f"{build}, or leave deployment.container.image_uri empty for the Neuron DLC"
         else:

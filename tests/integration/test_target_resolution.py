@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.bundle import bundle_code
 
 from neurondeploy.compiler.remote import stage_job_source
-from neurondeploy.engine.model_bundle import dlc_model_dir
 from neurondeploy.resources.release import deployment_release, serving_piece
 from neurondeploy.specs import LoadedSpec, load_spec
 from neurondeploy.wheel import toolkit_wheel
@@ -49,10 +49,7 @@ def test_the_bundles_install_resolves_on_the_images_python(tmp_path, pin):
     spec = load_spec(TEMPLATE).spec.model_copy(update={"neuron_sdk_version": pin})
     image = serving_piece(spec)
     python = image.python
-    artifact = tmp_path / "artifact"
-    artifact.mkdir()
-    (artifact / "manifest.json").write_text("{}")
-    code = dlc_model_dir(artifact, toolkit_wheel(), image) / "code"
+    code = bundle_code(tmp_path, image)
     resolved = resolve(code, code / "constraints.txt", python)
     assert resolved.returncode == 0, resolved.stderr[-2000:]
     installed = {
@@ -78,10 +75,7 @@ def test_the_bundles_install_keeps_the_packages_the_image_has(tmp_path, pin):
     the bundle and keeps them; this machine's pins (boto3==<newest>) would replace them, and cannot hold them."""
     spec = load_spec(TEMPLATE).spec.model_copy(update={"neuron_sdk_version": pin})
     image = serving_piece(spec)
-    artifact = tmp_path / "artifact"
-    artifact.mkdir()
-    (artifact / "manifest.json").write_text("{}")
-    code = dlc_model_dir(artifact, toolkit_wheel(), image) / "code"
+    code = bundle_code(tmp_path, image)
     resolved = resolve(code, code / "constraints.txt", image.python, *IMAGE_HAS)
     assert resolved.returncode == 0, resolved.stderr[-2000:]
     versions = {

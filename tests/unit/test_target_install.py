@@ -13,10 +13,10 @@ import importlib.metadata
 from pathlib import Path
 
 import pytest
+from support.bundle import bundle_code
 
 from neurondeploy import catalog
 from neurondeploy.compiler.remote import stage_job_source
-from neurondeploy.engine.model_bundle import dlc_model_dir
 from neurondeploy.planner.context import plan_context, toolkit_values
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.resources.model import DLAMI_SSM_PARAMETER
@@ -36,10 +36,7 @@ def serving_image(pin: str | None):
 def test_the_bundles_constraints_install_on_the_images_python(tmp_path, pin):
     image = serving_image(pin)
     python = image.python
-    artifact = tmp_path / "artifact"
-    artifact.mkdir()
-    (artifact / "manifest.json").write_text("{}")
-    code = dlc_model_dir(artifact, toolkit_wheel(), image) / "code"
+    code = bundle_code(tmp_path, image)
     pins = [line.split("==") for line in (code / "constraints.txt").read_text().splitlines() if "==" in line]
     assert pins
     for name, version in pins:
@@ -118,10 +115,7 @@ def test_the_bundle_pins_nothing_the_image_has(tmp_path, pin):
     here, is the image's: the bundle's constraints leave it as it is there, and plan says so."""
     image = serving_image(pin)
     assert {"boto3", "six", "torch", "torchserve==0.11.0"} <= set(image.held)
-    artifact = tmp_path / "artifact"
-    artifact.mkdir()
-    (artifact / "manifest.json").write_text("{}")
-    constraints = (dlc_model_dir(artifact, toolkit_wheel(), image) / "code" / "constraints.txt").read_text()
+    constraints = (bundle_code(tmp_path, image) / "constraints.txt").read_text()
     pinned = {line.partition("==")[0] for line in constraints.splitlines()}
     theirs = held_names(image.held)
     assert {"boto3", "botocore", "s3transfer", "six", "typing-extensions"} <= theirs
