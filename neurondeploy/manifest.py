@@ -61,6 +61,23 @@ class Bucket(_Model):
         return self.sequence_length if self.sequence_length is not None else self.image_size[0]
 
 
+# What the smoke test after every deploy sends a text model (its answer is compared with the reference below).
+SMOKE_TEXT = "neurondeploy serves this model on Inferentia2 and, right now, on this machine."
+SMOKE_TOKEN_IDS = list(range(1, 9))  # a model without a tokenizer takes token ids; 1..8 is in every vocabulary
+
+
+class SmokeReference(_Model):
+    """The answer a deployment must give to the smoke test's request, computed at compile time by eager PyTorch on
+    the compiling machine, so a served artifact is checked against the model itself, not against itself."""
+
+    sample: str | list[int] | None = Field(
+        description="the request's one input: SMOKE_TEXT (tokenizer), SMOKE_TOKEN_IDS (token ids), or null for an "
+        "all-zero image of the buckets' size"
+    )
+    output: list[float] = Field(description="eager PyTorch's output row for the sample, in the bucket that serves it")
+    tolerance: float = Field(description="largest |served - output| accepted (compile.numerical_tolerance)")
+
+
 class Manifest(_Model):
     format: int = MANIFEST_FORMAT
     name: str
@@ -77,6 +94,10 @@ class Manifest(_Model):
     labels: dict[int, str] = {}
     options: dict = Field(default_factory=dict, description="task post-processing baked into the modules")
     max_sequence_length: int | None = None
+    smoke: SmokeReference | None = Field(
+        default=None,
+        description="what the smoke test after a deploy sends and must get back (null: compiled before it)",
+    )
     # Run facts: when this compile ran and how long it took. They stay on the manifest compile_spec returns and are
     # never written (exclude=True): manifest.json is packed and hashed (archive.artifact_digest), and a clock in it
     # made every cache-hit compile a "new" artifact that apply uploaded again. Read back from an artifact they are
@@ -151,3 +172,12 @@ def check_compatible(
             f"{where} was compiled with neuronx-cc {built_cc}; the runtime has {neuronx_cc}",
             "recompile on the runtime's SDK",
         )
+
+
+def smoke_request(manifest: Manifest) -> dict:
+    """The smoke test's request body for an artifact: one input, as a list, so the answer is a list of one."""
+    sample = manifest.smoke.sample if manifest.smoke else (SMOKE_TEXT if manifest.preprocessor else SMOKE_TOKEN_IDS)
+    if manifest.input_names == ["pixel_values"]:
+        height, width = manifest.buckets[0].image_size
+        return {"inputs": [[[[0.0] * width for _ in range(height)] for _ in range(3)]]}
+    return {"inputs": [sample]}

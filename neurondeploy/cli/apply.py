@@ -47,6 +47,7 @@ def cmd_apply(args) -> int:
         parallel=not args.sequential,
         review=review,
         on_event=lambda message: console.print(f"  {message}"),
+        smoke=not args.no_smoke,
     )
     mutating = len(transport.mutating_calls())
     summary = {

@@ -8,13 +8,11 @@ import sys
 from neurondeploy.cli.local_run import hold_local_endpoint
 from neurondeploy.cli.output import console_err
 from neurondeploy.ops.apply import apply_local as ops_apply_local
+from neurondeploy.ops.smoke import smoke_llm
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.serving.llm import serve as llm_serve
 from neurondeploy.serving.llm.client import chat
 from neurondeploy.specs import LoadedSpec
-
-SAMPLE_PROMPT = "Say hello from Inferentia2."
-SAMPLE_MAX_TOKENS = 24
 
 
 def serve(args, target: llm_serve.LlmTarget) -> int:
@@ -33,9 +31,10 @@ def apply_local(args, loaded: LoadedSpec) -> int:
 
     def introduce() -> None:
         console.print(target.routes_line(endpoint.url))
-        console.print(f"sample chat (streamed, {SAMPLE_MAX_TOKENS} tokens at most): {SAMPLE_PROMPT!r} ->")
-        answer = chat(endpoint.url, SAMPLE_PROMPT, on_text=lambda text: None, max_tokens=SAMPLE_MAX_TOKENS)
-        console.print(f"  {answer.text!r} ({answer.finish_reason}; model {answer.model})", markup=False)
+        if args.no_smoke:
+            console.print("smoke test: skipped (--no-smoke)")
+        else:
+            console.print(smoke_llm(endpoint.url), markup=False)
         console.print("call it:")
         console.print(f'  neurondeploy invoke {endpoint.url} --chat "Hello"')
         console.print(

@@ -191,6 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply only if this saved plan (plan --out) is of this spec "
         "and still what apply would send; refused if stale",
     )
+    apply.add_argument(
+        "--no-smoke",
+        action="store_true",
+        help="skip the smoke test (one request after the deploy, its answer checked against the model's at compile time)",
+    )
     apply.add_argument("--json", action="store_true")
     _state_options(apply)
     apply.set_defaults(handler="apply:cmd_apply", local_handler="serve:cmd_apply_local")

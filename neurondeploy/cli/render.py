@@ -57,6 +57,8 @@ def render_plan(plan, console) -> None:
         f"{plan.request_count} AWS requests ({creates} for apply, {plan.request_count - creates} for destroy), "
         f"{plan.validated_count} checked strictly against the botocore models offline; --json shows every parameter"
     )
+    if plan.after_apply:
+        console.print(f"after apply: {escape(plan.after_apply)}")
     console.print("[dim]+ create   <= read only[/]")
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 from neurondeploy.cli import llm
 from neurondeploy.cli.local_run import hold_local_endpoint
 from neurondeploy.cli.output import bucket_line, compact_json, console_err
+from neurondeploy.manifest import read_manifest, smoke_request
 from neurondeploy.ops.apply import apply_local
+from neurondeploy.ops.smoke import smoke_encoder
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.serving import local
 from neurondeploy.serving.client import InvokeError, invoke, parse_data
@@ -60,11 +62,14 @@ def cmd_apply_local(args) -> int:
     ).endpoint
 
     def introduce() -> None:
-        payload = local.sample_request(loaded.spec)
-        answer = local.call(endpoint, payload)
+        manifest = read_manifest(endpoint.artifact_dir)
+        payload = smoke_request(manifest)
         body = json.dumps(payload) if len(json.dumps(payload)) < 200 else "@request.json"
         console.print(f"endpoint ready at [bold]{endpoint.url}[/] (artifact {endpoint.artifact_dir})")
-        console.print(f"sample answer: {local.describe_answer(answer)}")
+        if args.no_smoke:
+            console.print("smoke test: skipped (--no-smoke)")
+        else:
+            console.print(smoke_encoder(endpoint.url, manifest))
         for note in endpoint.notes:
             console.print(f"replay: {note}")
         console.print("call it:")

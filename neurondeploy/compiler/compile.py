@@ -40,6 +40,7 @@ from neurondeploy.compiler.backends import (
 )
 from neurondeploy.compiler.cache import CompileCache, cache_key
 from neurondeploy.compiler.models import PREPROCESSOR_FILES, DigestMemo, LoadedModel, load_model
+from neurondeploy.compiler.smoke import smoke_reference
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.planner.artifact_target import artifact_sdk, compile_target
 from neurondeploy.planner.checks import refuse_errors
@@ -286,6 +287,9 @@ def compile_spec(
         if on_bucket:
             on_bucket(result)
     lengths = [bucket.sequence_length for bucket in buckets if bucket.sequence_length]
+    smoke = smoke_reference(
+        model, list(spec.compile.buckets), spec.compile.image_size, dtype, spec.compile.numerical_tolerance, cache
+    )
     manifest = Manifest(
         name=spec.name,
         task=spec.task,
@@ -301,6 +305,7 @@ def compile_spec(
         labels=model.labels,
         options=model.options,
         max_sequence_length=max(lengths) if lengths else None,
+        smoke=smoke,
         compile_s=round(time.perf_counter() - started, 3),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )

@@ -25,7 +25,9 @@ from neurondeploy.engine.saved_plans import check_saved_plan
 from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.state_s3 import open_state
 from neurondeploy.errors import PlanError
+from neurondeploy.manifest import read_manifest
 from neurondeploy.ops.compile_remote import default_cache_uri
+from neurondeploy.ops.smoke import smoke_deployment
 from neurondeploy.planner.artifact_target import artifact_target
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.precompiled import load_budget
@@ -53,13 +55,16 @@ def apply(
     parallel: bool = True,
     review: Review | None = None,
     on_event: Callable[[str], None] | None = None,
+    smoke: bool = True,
 ) -> ApplyResult:
     """Create or update ``spec``'s deployment in AWS. Without ``artifact_dir`` the model is compiled first (cache
     first; on a machine without Neuron, the artifact `compile --remote` stored). ``review(changes, upload_uri,
     reviewed)`` sees the changes before the first mutating call and may raise to stop with nothing changed
     (``reviewed``: ``plan_file`` holds exactly this diff, reviewed already); without it the changes are applied,
     as `apply --yes` does. ``context`` adds to the plan context (``ami_ssm_parameter``, ``ami_id``). State defaults
-    to ``$NEURONDEPLOY_STATE`` (else ``.neurondeploy/state.db``)."""
+    to ``$NEURONDEPLOY_STATE`` (else ``.neurondeploy/state.db``). With ``smoke``, an apply that changed the
+    deployment ends with its smoke test (:mod:`neurondeploy.ops.smoke`), said through ``on_event``; a failure raises
+    :class:`~neurondeploy.ops.smoke.SmokeTestFailed` after the apply is recorded."""
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     transport = transport or AwsTransport(loaded.spec.region)
     state = state if state is not None else open_state(None)
@@ -69,13 +74,17 @@ def apply(
         saved = check_saved_plan(plan_file, loaded, transport)
         say(f"applying the plan reviewed in {plan_file} (spec sha256 {loaded.digest[:12]}, requests unchanged)")
 
+    served = [artifact_dir] if artifact_dir else []  # the artifact the endpoint serves, for its smoke test
+
     def compile_artifact(loaded_spec: LoadedSpec) -> Path:
         remote = neuron_artifact_from_cache(loaded_spec, transport, backend, cache_dir, cache_s3, say)
         if remote is not None:
             say(f"the Neuron artifact that compile --remote left in the compile cache: {remote}")
+            served.append(remote)
             return remote
         cache = CompileCache(root=cache_dir) if cache_dir else None
-        return compile_spec(loaded_spec, backend=backend, out_dir=out_dir, cache=cache).artifact_dir
+        served.append(compile_spec(loaded_spec, backend=backend, out_dir=out_dir, cache=cache).artifact_dir)
+        return served[-1]
 
     def checked_review(planned: Changes, upload_uri: str | None) -> None:
         reviewed = saved is not None and saved.changes is not None
@@ -88,7 +97,7 @@ def apply(
                 f"run `neurondeploy plan {loaded.source.file} --out {plan_file}` again and review it",
             )
 
-    return apply_spec(
+    result = apply_spec(
         loaded,
         transport=transport,
         state=state,
@@ -100,6 +109,10 @@ def apply(
         context=(context or {}) | precompiled_context(loaded, transport, cache_s3, say),
         review=checked_review,
     )
+    if smoke and (result.created or result.updated):
+        manifest = read_manifest(Path(served[-1])) if served and loaded.spec.container.ours else None
+        say(smoke_deployment(loaded.spec, manifest))
+    return result
 
 
 def neuron_artifact_from_cache(

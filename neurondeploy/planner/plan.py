@@ -87,6 +87,9 @@ class Plan(BaseModel):
     shared: list[PlannedResource] = Field(default_factory=list)
     request_count: int
     validated_count: int
+    after_apply: str | None = Field(
+        default=None, description="what apply checks once the deployment is up (the smoke test), or why it cannot"
+    )
     # Against a state that records the deployment (`plan` with --state): "<symbol> <name> (<type>): <action> (...)"
     # per resource that would change, the counts, and the $/hour of what state records (None: no state given).
     changes: list[str] | None = None
@@ -152,6 +155,23 @@ def _planned_release(release: DeploymentRelease) -> PlannedRelease:
     )
 
 
+def after_apply(spec) -> str | None:
+    """The plan's line on the smoke test that ends apply (neurondeploy.ops.smoke runs it)."""
+    if spec.kind != "inference":
+        return None
+    if spec.deployment.platform != "sagemaker":
+        return (
+            "no smoke test: EC2 instances serve once booted and healthy behind the load balancer, which apply does "
+            f"not wait for; `neurondeploy invoke {spec.name} --data TEXT` checks it then"
+        )
+    if spec.container.llm:
+        return f"smoke test: a short chat to sagemaker:{spec.name} must complete (apply --no-smoke skips it)"
+    return (
+        f"smoke test: one request to sagemaker:{spec.name} (InvokeEndpoint); its answer must be the model's own, "
+        "computed at compile time, to compile.numerical_tolerance (apply --no-smoke skips it)"
+    )
+
+
 def build_plan(loaded: LoadedSpec) -> Plan:
     """Checks first (refusing a spec with errors), then resources and their requests, each checked offline."""
     findings = refuse_errors(loaded)
@@ -173,6 +193,7 @@ def build_plan(loaded: LoadedSpec) -> Plan:
         shared=[_planned_resource(resource) for resource in shared_resources(spec, ctx, resources)],
         request_count=len(requests),
         validated_count=sum(r.validated for r in requests),
+        after_apply=after_apply(spec),
     )
 
 

@@ -39,7 +39,6 @@ from neurondeploy.specs.inference import ServingSpec
 from neurondeploy.wheel import toolkit_wheel
 
 READY_TIMEOUT_S = 300
-SAMPLE_TEXT = "neurondeploy serves this model on Inferentia2 and, right now, on this machine."
 
 
 class LocalApplyError(NeurondeployError):
@@ -53,13 +52,6 @@ class LocalEndpoint:
     stop: Callable[[], None]
     thread: threading.Thread  # alive while the endpoint runs
     notes: list[str] = field(default_factory=list)  # what the replay stands in for
-
-
-def sample_request(spec: InferenceSpec) -> dict:
-    if spec.task == "image-classification":
-        height, width = spec.compile.image_size
-        return {"inputs": [[[0.0] * width for _ in range(height)] for _ in range(3)]}
-    return {"inputs": [SAMPLE_TEXT]}
 
 
 def ensure_port_free(host: str, port: int) -> None:

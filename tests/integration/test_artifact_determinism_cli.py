@@ -71,6 +71,7 @@ def MODEL(tmp_path):  # noqa: N802  (a path, named like the others)
 def apply(spec, tmp_path, capsys) -> dict:
     capsys.readouterr()
     argv = ["apply", str(spec), "--backend", "cpu", "--out", str(tmp_path / "artifact"), "--yes"]  # no terminal
+    argv.append("--no-smoke")  # about uploads: the smoke test's own tests are in test_smoke.py
     code = main(argv + ["--state", str(tmp_path / "state.db"), "--wait-delay-s", "1", "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err

@@ -43,7 +43,11 @@ def endpoint():
         assert process.wait(timeout=60) == 0
         errors = process.stderr.read()
         assert "STAND-IN for meta-llama/Llama-3.1-8B-Instruct" in errors and "at most 4 sequences decode" in errors
-        assert "sample chat (streamed" in errors and "stopped" in errors and "Traceback" not in errors
+        assert (
+            f"smoke test passed: http://127.0.0.1:{port} completed" in errors
+            and "stopped" in errors
+            and "Traceback" not in errors
+        )
     finally:
         if process.poll() is None:
             process.kill()

@@ -17,6 +17,7 @@ import sys
 import pytest
 from support.cli import run_cli
 from support.ec2_deployment import FIXTURES, REPO
+from support.sagemaker import queue_invocation_answer
 
 from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.state import StateStore
@@ -139,9 +140,15 @@ def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sag
     size = cached["size_bytes"]
     assert size == sum(o["Size"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"])
 
-    # apply: the endpoint loads the exported model from S3, without the Hub, its token or a compile
+    # apply: the endpoint loads the exported model from S3, without the Hub, its token or a compile; its smoke test
+    # is a short chat through InvokeEndpoint (moto answers the completion queued here, in vLLM's OpenAI shape)
+    completion = {"model": "llama3-8b", "choices": [{"message": {"content": "Hello!"}, "finish_reason": "stop"}]}
+    queue_invocation_answer(aws, completion)
     applied = run_cli("apply", str(spec), "--yes", "--json", "--state", state, env=env)
     assert applied.returncode == 0, applied.stderr
+    assert (
+        "smoke test passed: sagemaker:llama3-8b completed 'Say hello from Inferentia2.' with 'Hello!'" in applied.stderr
+    )
     sm = aws.client("sagemaker")
     (variant,) = sm.describe_endpoint_config(
         EndpointConfigName=sm.list_endpoint_configs()["EndpointConfigs"][0]["EndpointConfigName"]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.sagemaker import queue_invocation_answer
 
 from neurondeploy.serving.client import InvokeError, invoke, resolve_target
 
@@ -62,7 +63,7 @@ def test_apply_local_serves_the_template_until_ctrl_c(tmp_path):
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
         errors = process.stderr.read()
-        assert "sample answer: embedding of 384 values" in errors
+        assert f"smoke test passed: http://127.0.0.1:{port} answered embedding of 384 values" in errors
         assert "+  endpoint (sagemaker:endpoint)" in errors and "stopped" in errors and "Traceback" not in errors
     finally:
         if process.poll() is None:
@@ -118,15 +119,6 @@ def test_invoke_a_dead_url_is_one_clear_error():
 
 
 def test_invoke_a_sagemaker_endpoint_through_sagemaker_runtime(aws):
-    import requests
-
     # moto answers InvokeEndpoint with results queued through its API; ours must send and parse them.
-    queued = {
-        "account_id": "123456789012",
-        "region": "us-east-1",
-        "results": [{"Body": json.dumps([[0.1, 0.2]]), "ContentType": "application/json"}],
-    }
-    requests.post(
-        f"{aws.endpoint_url}/moto-api/static/sagemaker/endpoint-results", json=queued, timeout=10
-    ).raise_for_status()
+    queue_invocation_answer(aws, [[0.1, 0.2]])
     assert invoke("sagemaker:minilm-embed", b'{"inputs": ["x"]}', region="us-east-1") == [[0.1, 0.2]]

@@ -14,6 +14,7 @@ import tarfile
 import pytest
 from support.cli import run_cli
 from support.ec2_deployment import FIXTURES, REPO
+from support.sagemaker import queue_invocation_answer
 
 from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.state import StateStore
@@ -111,10 +112,14 @@ def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagem
     assert json.load(open(os.path.join(cached["artifact"], "manifest.json")))["backend"] == "neuron"
     assert len(aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1
 
-    # apply, without any CPU stand-in, takes the Neuron artifact from the cache and passes the gate
+    # apply, without any CPU stand-in, takes the Neuron artifact from the cache and passes the gate; its smoke
+    # test judges the endpoint's answer (queued in moto: the reference the job computed) by that artifact's manifest
+    reference = json.load(open(os.path.join(cached["artifact"], "manifest.json")))["smoke"]["output"]
+    queue_invocation_answer(aws, [reference])
     applied = run_cli("apply", str(tiny_spec), "--yes", "--json", "--state", state, env=env)
     assert applied.returncode == 0, applied.stderr
     assert "compile --remote left in the compile cache" in applied.stderr
+    assert "smoke test passed: sagemaker:minilm-embed answered embedding of 32 values" in applied.stderr
     models = aws.client("sagemaker").list_models()["Models"]
     assert len(models) == 1
     data_url = aws.client("sagemaker").describe_model(ModelName=models[0]["ModelName"])["PrimaryContainer"][

@@ -139,6 +139,30 @@ def push_image(aws, repository: str, tag: str) -> None:
 # --- helpers -----------------------------------------------------------------------------------------------------
 
 
+def served_answer(artifact_dir, request: dict | None = None) -> list:
+    """What our server's runner answers to ``request`` (default: the artifact's smoke request) with this
+    artifact's modules: an endpoint serving it would answer the same."""
+    from neurondeploy.manifest import read_manifest, smoke_request
+    from neurondeploy.serving.runtime import ModelRunner
+    from neurondeploy.specs.inference import ServingSpec
+
+    runner = ModelRunner(artifact_dir, ServingSpec())
+    items, _single = runner.parse(request or smoke_request(read_manifest(artifact_dir)))
+    return [row.tolist() for row in runner.run(0, items)]
+
+
+def queue_invocation_answer(aws, answer) -> None:
+    """What SageMaker's InvokeEndpoint answers next (moto answers "body" otherwise), through moto's API for it."""
+    import requests
+
+    results = [{"Body": json.dumps(answer), "ContentType": "application/json"}]
+    requests.post(
+        f"{aws.endpoint_url}/moto-api/static/sagemaker/endpoint-results",
+        json={"account_id": "123456789012", "region": "us-east-1", "results": results},
+        timeout=10,
+    ).raise_for_status()
+
+
 def load(tmp_path, template, label: str = "v1", **replacements: str):
     text = template.read_text()
     for old, new in replacements.items():

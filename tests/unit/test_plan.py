@@ -180,3 +180,23 @@ def test_compile_remote_refuses_a_spec_it_cannot_take_before_asking_aws_anything
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 3 and len(lines) == 1, result.stderr
     assert "compile --remote takes an inference spec" in lines[0] and "GetCallerIdentity" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("template", "said"),
+    [
+        ("minilm-sagemaker.yaml", "smoke test: one request to sagemaker:minilm-embed (InvokeEndpoint)"),
+        ("llama3-8b-vllm-sagemaker.yaml", "smoke test: a short chat to sagemaker:"),
+        ("minilm-ec2-alb.yaml", "no smoke test: EC2 instances serve once booted and healthy"),
+        ("llama-pretrain-trn1-multinode.yaml", None),
+    ],
+)
+def test_the_plan_says_what_apply_checks_once_the_deployment_is_up(template, said):
+    path = TEMPLATES[0].parent / template
+    after = build_plan(load_spec(path)).after_apply
+    if said is None:
+        assert after is None
+        return
+    assert after.startswith(said)
+    shown = run_cli("plan", str(path))
+    assert f"after apply: {said}" in " ".join(shown.stdout.split()), shown.stdout

@@ -1,0 +1,150 @@
+"""The smoke test after a deploy: one request to the new endpoint, its answer judged against the model itself.
+
+An encoder is sent the request its manifest names and must answer what eager PyTorch answered at compile time
+(``compiler.smoke``): the embedding to the spec's numerical tolerance, a classifier's scores likewise. An LLM must
+give a non-empty completion to a short chat. A health check proves the server started; this proves it serves the
+model that was sized and compiled, through the route a client uses (sagemaker-runtime InvokeEndpoint, or HTTP).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.manifest import Manifest, smoke_request
+from neurondeploy.serving.client import InvokeError, invoke
+from neurondeploy.serving.llm.client import chat
+from neurondeploy.serving.local import describe_answer
+from neurondeploy.specs import InferenceSpec
+
+SMOKE_PROMPT = "Say hello from Inferentia2."
+SMOKE_MAX_TOKENS = 24
+SKIP_HINT = "apply --no-smoke skips the smoke test"
+
+
+class SmokeTestFailed(NeurondeployError):
+    exit_code = 11
+
+
+def _numbers(value: Any) -> list[float] | None:
+    """An answer's values in order (a vector, or nested lists of numbers), or None if it holds anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    if not isinstance(value, list) or not value:
+        return None
+    flat: list[float] = []
+    for item in value:
+        numbers = _numbers(item)
+        if numbers is None:
+            return None
+        flat.extend(numbers)
+    return flat
+
+
+def _softmax(logits: list[float]) -> list[float]:
+    top = max(logits)
+    exps = [math.exp(value - top) for value in logits]
+    total = sum(exps)
+    return [value / total for value in exps]
+
+
+def _served_values(answer: Any, manifest: Manifest) -> tuple[list[float], list[float]] | None:
+    """(served, expected) values of the one answer, paired; None if the answer is not of the task's shape."""
+    if not isinstance(answer, list) or len(answer) != 1:
+        return None
+    (first,) = answer
+    if manifest.task == "feature-extraction":
+        served = _numbers(first)
+        return (served, manifest.smoke.output) if served else None
+    # A classifier answers its top labels with softmax scores (serving.runtime.ModelRunner.outputs).
+    expected = _softmax(manifest.smoke.output)
+    by_label = {manifest.labels.get(index, str(index)): score for index, score in enumerate(expected)}
+    if not isinstance(first, list) or not first:
+        return None
+    served, wanted = [], []
+    for entry in first:
+        if not isinstance(entry, dict) or entry.get("label") not in by_label or _numbers(entry.get("score")) is None:
+            return None
+        served.append(float(entry["score"]))
+        wanted.append(by_label[entry["label"]])
+    return served, wanted
+
+
+def judge(answer: Any, manifest: Manifest, where: str) -> str:
+    """The line saying the answer matches the compile-time reference; raises :class:`SmokeTestFailed` if not."""
+    described = describe_answer(answer)
+    if manifest.smoke is None:  # compiled before references were kept: the shape is all there is to check
+        if _numbers(answer) is None and not (isinstance(answer, list) and len(answer) == 1):
+            raise SmokeTestFailed(f"smoke test: {where} answered {described[:120]}, not one answer", SKIP_HINT)
+        return f"smoke test: {where} answered ({described}); the artifact has no compile-time reference to compare"
+    paired = _served_values(answer, manifest)
+    if paired is None or len(paired[0]) != len(paired[1]):
+        raise SmokeTestFailed(
+            f"smoke test: {where} answered {described[:120]}, not the model's answer "
+            f"({manifest.task}, {len(manifest.smoke.output)} values)",
+            f"check the endpoint's model and logs (`neurondeploy logs SPEC`); {SKIP_HINT}",
+        )
+    served, expected = paired
+    difference = max(abs(got - want) for got, want in zip(served, expected))
+    tolerance = manifest.smoke.tolerance
+    if not difference <= tolerance:  # also refuses NaN
+        raise SmokeTestFailed(
+            f"smoke test: {where} answered {described[:120]}, off the compile-time reference by {difference:.3g} "
+            f"(tolerance {tolerance:g})",
+            f"the endpoint does not compute this model's answer: check its artifact and logs; {SKIP_HINT}",
+        )
+    return (
+        f"smoke test passed: {where} answered {described}, within {tolerance:g} of what the model answered at "
+        f"compile time (largest difference {difference:.2g})"
+    )
+
+
+def smoke_encoder(target: str, manifest: Manifest, region: str | None = None) -> str:
+    """Send the artifact's smoke request to ``target`` (a URL or ``sagemaker:NAME``) and judge the answer."""
+    where = target
+    try:
+        answer = invoke(target, json.dumps(smoke_request(manifest)).encode(), region=region)
+    except InvokeError as exc:
+        raise SmokeTestFailed(
+            f"smoke test: {exc.message}", f"{exc.hint or 'check the endpoint'}; {SKIP_HINT}"
+        ) from None
+    return judge(answer, manifest, where)
+
+
+def smoke_llm(target: str, region: str | None = None) -> str:
+    """A short chat to ``target``: it must answer a non-empty completion."""
+    try:
+        answer = chat(target, SMOKE_PROMPT, on_text=lambda text: None, max_tokens=SMOKE_MAX_TOKENS, region=region)
+    except InvokeError as exc:
+        raise SmokeTestFailed(
+            f"smoke test: {exc.message}", f"{exc.hint or 'check the endpoint'}; {SKIP_HINT}"
+        ) from None
+    if not answer.text.strip():
+        raise SmokeTestFailed(
+            f"smoke test: {target} answered an empty completion to {SMOKE_PROMPT!r} ({answer.finish_reason})",
+            f"check the endpoint's logs (`neurondeploy logs SPEC`); {SKIP_HINT}",
+        )
+    return f"smoke test passed: {target} completed {SMOKE_PROMPT!r} with {answer.text[:60]!r} (model {answer.model})"
+
+
+def smoke_deployment(spec: InferenceSpec, manifest: Manifest | None) -> str:
+    """The smoke test of an applied deployment: its SageMaker endpoint through sagemaker-runtime. On EC2 the
+    instances serve only once they have booted and passed the target group's health check, which apply does not
+    wait for: the line says how to run the same check then."""
+    if spec.deployment.platform != "sagemaker":
+        return (
+            "smoke test: not run on EC2 (its instances serve once booted and healthy behind the load balancer, "
+            f"which apply does not wait for): `neurondeploy invoke {spec.name} --data TEXT` checks it then"
+        )
+    target = f"sagemaker:{spec.name}"  # the endpoint is named after the deployment
+    if spec.container.llm:
+        return smoke_llm(target, spec.region)
+    if manifest is None:
+        return (
+            f"smoke test: not run ({spec.deployment.container.kind} serves model data with no compile-time reference)"
+        )
+    return smoke_encoder(target, manifest, spec.region)

@@ -1,0 +1,134 @@
+"""The smoke test after a deploy (issue 23, item 3): the artifact carries eager PyTorch's answer to the smoke request,
+computed at compile time; a deployment must answer the same, to the spec's tolerance. Checked against our own
+server on loopback (the right model and another model's artifact), and through the CLI against a moto server:
+SageMaker's InvokeEndpoint answering what the served model computes, then another model's answer."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import pytest
+import torch
+from support.cli import run_cli
+from support.ec2_deployment import FIXTURES, REPO, build_artifact
+from support.sagemaker import queue_invocation_answer, served_answer
+
+from neurondeploy.manifest import SMOKE_TOKEN_IDS, read_manifest, smoke_request
+from neurondeploy.ops.smoke import SmokeTestFailed, judge, smoke_encoder
+
+from .serving_support import Server
+
+pytestmark = pytest.mark.integration
+SAGEMAKER = REPO / "templates" / "minilm-sagemaker.yaml"
+
+
+@pytest.fixture(scope="module")
+def other_artifact(tmp_path_factory):
+    """The same tiny architecture with other weights: a module from another model."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TINY_MODEL_SEED", "1")
+        return build_artifact(tmp_path_factory.mktemp("other"))
+
+
+def test_the_artifact_carries_eager_pytorchs_answer_to_the_smoke_request(artifact):
+    manifest = read_manifest(artifact)
+    assert manifest.smoke.sample == SMOKE_TOKEN_IDS  # the tiny encoder has no tokenizer: it takes token ids
+    assert manifest.smoke.tolerance == 1e-3
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import tiny_models
+
+        module = tiny_models.text_encoder().eval()
+    finally:
+        sys.path.remove(str(FIXTURES))
+    ids = torch.tensor([SMOKE_TOKEN_IDS])
+    with torch.no_grad():
+        eager = module(ids, torch.ones_like(ids))[0].tolist()
+    assert manifest.smoke.output == pytest.approx(eager, abs=1e-6)
+    assert smoke_request(manifest) == {"inputs": [SMOKE_TOKEN_IDS]}
+
+
+def test_our_server_passes_the_smoke_test_and_another_models_artifact_fails_it(artifact, other_artifact):
+    manifest = read_manifest(artifact)
+    assert read_manifest(other_artifact).smoke.output != manifest.smoke.output
+    for served, passes in ((artifact, True), (other_artifact, False)):
+        server = Server(served)
+        try:
+            server.wait_ready()
+            if passes:
+                line = smoke_encoder(server.url, manifest)
+                assert line.startswith(f"smoke test passed: {server.url} answered embedding of 16 values")
+            else:
+                with pytest.raises(SmokeTestFailed, match="off the compile-time reference by") as failed:
+                    smoke_encoder(server.url, manifest)
+                assert "apply --no-smoke skips the smoke test" in failed.value.one_line()
+        finally:
+            server.stop()
+
+
+def test_answers_not_of_the_models_shape_fail_and_a_classifier_is_judged_by_its_scores(artifact):
+    manifest = read_manifest(artifact)
+    vector = manifest.smoke.output
+    assert judge([vector], manifest, "x").startswith("smoke test passed")
+    for wrong, why in (
+        ("body", "not the model's answer"),  # what an emulator answers when nobody queued a result
+        ([vector[:-1]], "not the model's answer"),
+        ([[math.nan] * len(vector)], "off the compile-time reference by nan"),
+        ([[v + 0.01 for v in vector]], "off the compile-time reference by 0.01"),
+    ):
+        with pytest.raises(SmokeTestFailed, match=why):
+            judge(wrong, manifest, "x")
+    logits = [2.0, 0.5, -1.0]
+    classifier = manifest.model_copy(
+        update={
+            "task": "text-classification",
+            "labels": {0: "POSITIVE", 1: "NEGATIVE", 2: "NEUTRAL"},
+            "smoke": manifest.smoke.model_copy(update={"output": logits}),
+        }
+    )
+    probabilities = torch.softmax(torch.tensor(logits), dim=-1).tolist()
+    right = [[{"label": "POSITIVE", "score": probabilities[0]}, {"label": "NEGATIVE", "score": probabilities[1]}]]
+    assert judge(right, classifier, "x").startswith("smoke test passed")
+    swapped = [[{"label": "NEGATIVE", "score": probabilities[0]}, {"label": "POSITIVE", "score": probabilities[1]}]]
+    with pytest.raises(SmokeTestFailed, match="off the compile-time reference"):
+        judge(swapped, classifier, "x")
+
+
+COMMAND = ["apply", str(SAGEMAKER), "--yes"]
+
+
+@pytest.mark.usefixtures("cpu_standin")
+def test_apply_ends_with_the_smoke_test_through_sagemaker_runtime(sagemaker_world, artifact, tmp_path):
+    queue_invocation_answer(sagemaker_world, served_answer(artifact, smoke_request(read_manifest(artifact))))
+    applied = run_cli(*COMMAND, "--artifact", str(artifact), state=tmp_path / "state.db")
+    assert applied.returncode == 0, applied.stderr
+    assert "smoke test passed: sagemaker:minilm-embed answered embedding of 16 values" in applied.stderr
+    again = run_cli(*COMMAND, "--artifact", str(artifact), state=tmp_path / "state.db")
+    assert again.returncode == 0 and "smoke test" not in again.stderr, again.stderr  # nothing deployed, nothing to test
+
+
+@pytest.mark.usefixtures("cpu_standin")
+def test_an_endpoint_answering_another_models_values_fails_apply_in_one_line(
+    sagemaker_world, artifact, other_artifact, tmp_path
+):
+    queue_invocation_answer(sagemaker_world, served_answer(other_artifact, smoke_request(read_manifest(artifact))))
+    failed = run_cli(*COMMAND, "--artifact", str(artifact), state=tmp_path / "state.db")
+    assert failed.returncode == 11, failed.stderr
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in failed.stderr, failed.stderr
+    assert "smoke test: sagemaker:minilm-embed answered embedding of 16 values" in errors[0]
+    assert "off the compile-time reference" in errors[0] and "apply --no-smoke skips" in errors[0]
+    # the deployment stays as applied and recorded: the next apply changes nothing
+    endpoints = sagemaker_world.client("sagemaker").list_endpoints()["Endpoints"]
+    assert [endpoint["EndpointName"] for endpoint in endpoints] == ["minilm-embed"]
+    again = run_cli(*COMMAND, "--artifact", str(artifact), "--json", state=tmp_path / "state.db")
+    assert again.returncode == 0 and json.loads(again.stdout)["mutating_calls"] == 0, again.stderr
+
+
+@pytest.mark.usefixtures("cpu_standin")
+def test_no_smoke_skips_it(sagemaker_world, artifact, tmp_path):
+    queue_invocation_answer(sagemaker_world, "body")  # an answer that would fail it
+    applied = run_cli(*COMMAND, "--artifact", str(artifact), "--no-smoke", state=tmp_path / "state.db")
+    assert applied.returncode == 0 and "smoke test" not in applied.stderr, applied.stderr
