@@ -113,9 +113,11 @@ def apply_spec(
     on_event: Callable[[str], None] | None = None,
     context: dict | None = None,
     review: Callable[[Changes, str | None], None] | None = None,
+    verify: Callable[[], None] | None = None,
 ) -> ApplyResult:
     """``review(changes, artifact_uri_to_upload)`` sees what the apply would do before its first mutating call
-    (and only when it would do something); raising there stops it with nothing changed."""
+    (and only when it would do something); raising there stops it with nothing changed. ``verify`` checks the
+    changed deployment before the objects it replaced are deleted (:meth:`Executor.apply`)."""
     spec = loaded.spec
     if spec.kind == "training":
         raise ApplyError(
@@ -200,6 +202,7 @@ def apply_spec(
             found=found.ours,
             gone=refreshed.gone,
             drifted=refreshed.drifted,
+            verify=verify,
         )
         if found.ours:  # what an earlier apply of this state made without hearing back, and nothing adopted
             delete_unclaimed(transport, spec.name, state.lineage, state.get(spec.name), zones, on_event)

@@ -120,9 +120,13 @@ class Executor:
         found: list[Leftover] = (),
         gone: Iterable[str] = (),
         drifted: Iterable[str] = (),
+        verify: Callable[[], None] | None = None,
     ) -> ApplyResult:
         """``found``: objects of this state's lineage that state does not record (the ownership scan's), which a
-        resumed create may adopt. ``gone``/``drifted``: the refresh's findings (:func:`reconcile`)."""
+        resumed create may adopt. ``gone``/``drifted``: the refresh's findings (:func:`reconcile`). ``verify``
+        (the smoke test) runs once everything is made and updated, before the retired objects are deleted; when it
+        raises after a blue/green update, the deployment goes back to them (:meth:`_revert`) and the error
+        propagates; after a create, what was made stays recorded (deleted with ``rollback``)."""
         started = time.perf_counter()
         self.found = list(found)
         with self.state.lock(name, region, kind):
@@ -144,11 +148,63 @@ class Executor:
                 if rollback:
                     self._rollback(name, result, existing)
                 raise
+            refused = self._verify(verify, result)
+            if refused is not None and (result.updated or rollback):
+                if result.updated:
+                    self._revert(name, before, ordered, result, existing, plan.doomed)
+                else:
+                    self._rollback(name, result, existing)
+                raise refused
             after = self.state.get(name)
             self._delete(name, [r for n, r in after.resources.items() if is_retired(n)], after, result)
             self.state.record_spec(name, spec_digest, spec_json)
+        if refused is not None:
+            raise refused
         result.seconds = time.perf_counter() - started
         return result
+
+    @staticmethod
+    def _verify(verify: Callable[[], None] | None, result: ApplyResult) -> NeurondeployError | None:
+        if verify is None or not (result.created or result.updated):
+            return None
+        try:
+            verify()
+        except NeurondeployError as exc:
+            return exc
+        return None
+
+    def _revert(
+        self,
+        name: str,
+        before: DeploymentState,
+        ordered: list[Resource],
+        result: ApplyResult,
+        existing: set[str],
+        doomed: list[str],
+    ) -> None:
+        """Back to the deployment as it was before this apply, after its check failed: each object updated in
+        place converged by its kind to its previous create requests (an endpoint moved back to its old config),
+        its record restored, then what this apply made deleted and the retired objects current again. Not when
+        this apply deleted something first (a replaced object is gone) or a kind cannot converge: said, and kept."""
+        kinds = registry()
+        previous = {n: before.resources.get(n) for n in result.updated}
+        cannot = [n for n, r in previous.items() if r is None or getattr(kinds.get(r.type), "converge", None) is None]
+        if doomed or cannot:
+            self.on_event(
+                f"not rolled back: this apply {'deleted ' + ', '.join(doomed) if doomed else 'updated ' + ', '.join(cannot)}"
+                " with no way back; apply the previous spec to return to it"
+            )
+            return
+        outputs = self._outputs(before)
+        for resource in reversed([r for r in ordered if r.name in previous]):
+            record = previous[resource.name]
+            expected = Expected([(r["operation"], r["params"]) for r in record.create_requests])
+            done = kinds.get(record.type).converge(AwsCaller(self.transport), recorded_ids(record, outputs), expected)
+            for line in done:
+                self.on_event(f"{resource.name}: {line}")
+            self.state.put_resource(name, record)
+        result.updated = []
+        self._rollback(name, result, existing)
 
     def _rollback(self, name: str, result: ApplyResult, existing: set[str]) -> None:
         """Delete what this apply made: the resources it completed, and any it left half-made (its first requests

@@ -63,8 +63,9 @@ def apply(
     (``reviewed``: ``plan_file`` holds exactly this diff, reviewed already); without it the changes are applied,
     as `apply --yes` does. ``context`` adds to the plan context (``ami_ssm_parameter``, ``ami_id``). State defaults
     to ``$NEURONDEPLOY_STATE`` (else ``.neurondeploy/state.db``). With ``smoke``, an apply that changed the
-    deployment ends with its smoke test (:mod:`neurondeploy.ops.smoke`), said through ``on_event``; a failure raises
-    :class:`~neurondeploy.ops.smoke.SmokeTestFailed` after the apply is recorded."""
+    deployment ends with its smoke test (:mod:`neurondeploy.ops.smoke`), said through ``on_event``, before the
+    objects an update replaced are deleted; a failure raises :class:`~neurondeploy.ops.smoke.SmokeTestFailed`,
+    after moving an updated endpoint back to them (a new deployment stays recorded, or goes with ``rollback``)."""
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     transport = transport or AwsTransport(loaded.spec.region)
     state = state if state is not None else open_state(None)
@@ -97,7 +98,11 @@ def apply(
                 f"run `neurondeploy plan {loaded.source.file} --out {plan_file}` again and review it",
             )
 
-    result = apply_spec(
+    def smoke_test() -> None:
+        manifest = read_manifest(Path(served[-1])) if served and loaded.spec.container.ours else None
+        say(smoke_deployment(loaded.spec, manifest))
+
+    return apply_spec(
         loaded,
         transport=transport,
         state=state,
@@ -108,11 +113,8 @@ def apply(
         on_event=on_event,
         context=(context or {}) | precompiled_context(loaded, transport, cache_s3, say),
         review=checked_review,
+        verify=smoke_test if smoke else None,
     )
-    if smoke and (result.created or result.updated):
-        manifest = read_manifest(Path(served[-1])) if served and loaded.spec.container.ours else None
-        say(smoke_deployment(loaded.spec, manifest))
-    return result
 
 
 def neuron_artifact_from_cache(

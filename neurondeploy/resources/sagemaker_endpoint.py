@@ -8,9 +8,11 @@ new ones and the endpoint is updated to them, while an unchanged spec re-plans t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from neurondeploy import catalog
-from neurondeploy.errors import PlanError
+from neurondeploy.errors import NeurondeployError, PlanError
 from neurondeploy.resources.compute import capacity
 from neurondeploy.resources.iam import (
     ecr_pull_statements,
@@ -18,7 +20,7 @@ from neurondeploy.resources.iam import (
     sagemaker_log_statements,
     secret_read_statements,
 )
-from neurondeploy.resources.kinds import Attr, Caller, Describe, Kind, Sends, done, it
+from neurondeploy.resources.kinds import Attr, Caller, Describe, Expected, Kind, Sends, done, it
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, resource, with_lookups
 from neurondeploy.resources.naming import (
     artifact_uri,
@@ -417,6 +419,26 @@ def endpoint_scaling_resource(spec: InferenceSpec, instance_type: str) -> Resour
 # --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
 
 
+def converge_endpoint(aws: Caller, ids: Mapping[str, Any], expected: Expected) -> list[str]:
+    """The endpoint serving the config its create request names, whatever it serves now: how an update that failed
+    its smoke test goes back to the previous config (its objects are still there: blue/green deletes them only
+    after). UpdateEndpoint without RetainAllVariantProperties takes that config's own variant settings; SageMaker
+    finishes it InService, and the config it then shows is checked, as an update's is."""
+    name, config = ids["EndpointName"], expected.value("CreateEndpoint", "EndpointConfigName")
+    live = aws.call("sagemaker", "DescribeEndpoint", {"EndpointName": name}) or {}
+    if live.get("EndpointConfigName") == config:
+        return []
+    aws.call("sagemaker", "UpdateEndpoint", {"EndpointName": name, "EndpointConfigName": config})
+    aws.wait("sagemaker", "EndpointInService", {"EndpointName": name})
+    now = (aws.call("sagemaker", "DescribeEndpoint", {"EndpointName": name}) or {}).get("EndpointConfigName")
+    if now != config:
+        raise NeurondeployError(
+            f"endpoint {name} shows config {now} after moving back to {config}",
+            "look for its FailureReason (`neurondeploy status`), then apply again",
+        )
+    return [f"moved back to endpoint config {config}"]
+
+
 def _deregister_scalable_target(d: Caller, ident: str) -> bool:
     namespace, dimension, resource_id = ident.split("|", 2)
     return done(
@@ -489,6 +511,7 @@ KINDS = (
         find=FIND_SAGEMAKER,
         delete=Sends(delete_endpoint),
         uses=("sagemaker:endpoint-config",),
+        converge=converge_endpoint,
     ),
     Kind(
         "sagemaker:endpoint-config",

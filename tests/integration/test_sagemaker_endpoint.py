@@ -26,6 +26,7 @@ from support.sagemaker import (
 )
 
 from neurondeploy import catalog
+from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.drift import drift
 from neurondeploy.engine.executor import ApplyFailed
 from neurondeploy.engine.reconcile import RETIRED
@@ -287,6 +288,36 @@ def test_a_failed_update_keeps_the_old_config_serving_and_a_reapply_converges(ve
     assert operations(t) == ["UpdateEndpoint", "DeleteEndpointConfig", "DeleteModel"] and result.updated == ["endpoint"]
     assert_converged(aws, state, v2, artifact_s3_uri=artifact_uri_of(artifact))
     assert live.endpoint()["EndpointArn"] == arn
+    destroy_and_prove_empty(aws, state, "minilm-embed")
+
+
+def test_an_update_that_fails_its_check_goes_back_to_the_old_config_and_deletes_the_new_objects(
+    versions, sagemaker_world, artifact
+):
+    """The smoke test's place in a blue/green update: after the endpoint moved, before the old objects go. A check
+    that fails moves the endpoint back (same ARN), deletes what the update made, and state is v1's again."""
+    aws, v1, v2, state, live = sagemaker_world, versions.v1, versions.v2, versions.state, versions.live
+    old_models = live.models()
+
+    def wrong_answer() -> None:
+        raise NeurondeployError("smoke test: the endpoint answered another model's embedding")
+
+    t = transport()
+    with pytest.raises(NeurondeployError, match="another model's embedding"):
+        apply_spec(v2, transport=t, state=state, artifact_dir=artifact, verify=wrong_answer)
+    sent = operations(t)
+    assert sent.count("UpdateEndpoint") == 2  # moved to v2's config, then back
+    assert sent.index("UpdateEndpoint") < sent.index("DeleteEndpointConfig") and sent[-1] == "DeleteModel"
+    assert live.endpoint()["EndpointArn"] == versions.arn
+    assert_converged(aws, state, v1, artifact_s3_uri=artifact_uri_of(artifact))
+    assert live.models() == old_models
+    _, t = apply(v1, state, artifact)
+    assert operations(t) == []  # state is v1's: nothing to do
+
+    checked = []
+    result = apply_spec(v2, transport=transport(), state=state, artifact_dir=artifact, verify=lambda: checked.append(1))
+    assert checked == [1] and result.updated == ["endpoint"]
+    assert_converged(aws, state, v2, artifact_s3_uri=artifact_uri_of(artifact))
     destroy_and_prove_empty(aws, state, "minilm-embed")
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from support.cli import run_cli
 from support.ec2_deployment import FIXTURES, REPO, build_artifact
-from support.sagemaker import queue_invocation_answer, served_answer
+from support.sagemaker import load, queue_invocation_answer, served_answer
 
 from neurondeploy.manifest import SMOKE_TOKEN_IDS, read_manifest, smoke_request
 from neurondeploy.ops.smoke import SmokeTestFailed, judge, smoke_encoder
@@ -132,3 +132,25 @@ def test_no_smoke_skips_it(sagemaker_world, artifact, tmp_path):
     queue_invocation_answer(sagemaker_world, "body")  # an answer that would fail it
     applied = run_cli(*COMMAND, "--artifact", str(artifact), "--no-smoke", state=tmp_path / "state.db")
     assert applied.returncode == 0 and "smoke test" not in applied.stderr, applied.stderr
+
+
+@pytest.mark.usefixtures("cpu_standin")
+def test_an_update_that_fails_its_smoke_test_moves_the_endpoint_back(
+    sagemaker_world, artifact, other_artifact, tmp_path
+):
+    state = tmp_path / "state.db"
+    queue_invocation_answer(sagemaker_world, served_answer(artifact))
+    assert run_cli(*COMMAND, "--artifact", str(artifact), state=state).returncode == 0
+    sm = sagemaker_world.client("sagemaker")
+    v1_config = sm.describe_endpoint(EndpointName="minilm-embed")["EndpointConfigName"]
+
+    v2 = load(tmp_path, SAGEMAKER, "v2", **{"max_batch_delay_ms: 5": "max_batch_delay_ms: 8"})
+    queue_invocation_answer(sagemaker_world, served_answer(other_artifact, smoke_request(read_manifest(artifact))))
+    failed = run_cli("apply", v2.source.file, "--yes", "--artifact", str(artifact), state=state)
+    assert failed.returncode == 11, failed.stderr
+    assert f"endpoint: moved back to endpoint config {v1_config}" in failed.stderr
+    assert "off the compile-time reference" in failed.stderr.splitlines()[-1]
+    assert sm.describe_endpoint(EndpointName="minilm-embed")["EndpointConfigName"] == v1_config
+    assert [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]] == [v1_config]
+    again = run_cli(*COMMAND, "--artifact", str(artifact), "--json", state=state)  # state is v1's again
+    assert again.returncode == 0 and json.loads(again.stdout)["mutating_calls"] == 0, again.stderr

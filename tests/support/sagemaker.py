@@ -152,8 +152,13 @@ def served_answer(artifact_dir, request: dict | None = None) -> list:
 
 
 def queue_invocation_answer(aws, answer) -> None:
-    """What SageMaker's InvokeEndpoint answers next (moto answers "body" otherwise), through moto's API for it."""
+    """What SageMaker's InvokeEndpoint answers next (moto answers "body" otherwise), through moto's API for it.
+    moto keeps the answer it gave to each (endpoint, body) for good: those are forgotten first, so the same request
+    can get the new answer."""
     import requests
+    from moto.sagemakerruntime.models import sagemakerruntime_backends
+
+    sagemakerruntime_backends["123456789012"]["us-east-1"].results.clear()
 
     results = [{"Body": json.dumps(answer), "ContentType": "application/json"}]
     requests.post(
