@@ -1,11 +1,28 @@
 """The part of `apply --local` every kind of endpoint shares: wait for it, let the caller show how to call it,
-show the AWS plan of the same spec, then hold it until Ctrl-C."""
+show the AWS plan of the same spec, then hold it until Ctrl-C (or SIGTERM, which stops it the same way)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
 
 from neurondeploy.serving import local
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (what `timeout`, CI, tmux or a process manager send) stops a local run as Ctrl-C does: the endpoint
+    and its sandbox removed, `stopped` said. Python's default for it ends the process with nothing cleaned up."""
+
+    def interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def hold_local_endpoint(

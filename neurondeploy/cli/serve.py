@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from neurondeploy.cli import llm
-from neurondeploy.cli.local_run import hold_local_endpoint
+from neurondeploy.cli.local_run import hold_local_endpoint, sigterm_as_ctrl_c
 from neurondeploy.cli.output import bucket_line, compact_json, console_err
 from neurondeploy.manifest import read_manifest, smoke_request
 from neurondeploy.ops.apply import apply_local
@@ -41,6 +41,11 @@ def cmd_serve(args) -> int:
 
 
 def cmd_apply_local(args) -> int:
+    with sigterm_as_ctrl_c():
+        return _apply_local(args)
+
+
+def _apply_local(args) -> int:
     loaded = load_spec(args.spec)
     if llm_serve.is_llm_spec(loaded.spec):
         return llm.apply_local(args, loaded)

@@ -103,7 +103,10 @@ CONSOLE_SCRIPTS = {
 }
 
 
-ONE_TORCHSERVE = Path(tempfile.gettempdir()) / "neurondeploy-replay-torchserve.lock"
+# TorchServe's ports are the machine's: the lock must be one file whatever TMPDIR a process was given.
+ONE_TORCHSERVE = (
+    Path("/tmp" if Path("/tmp").is_dir() else tempfile.gettempdir()) / "neurondeploy-replay-torchserve.lock"
+)
 
 
 def one_torchserve_per_machine(timeout_s: float):
@@ -249,7 +252,7 @@ def start_container(
     url = f"http://{host}:{port}"
     try:
         startup = wait_for_ping(started, f"{url}/ping", timeout, f"the container of {container['Image']}")
-    except ReplayError:
+    except BaseException:  # refused, or Ctrl-C / SIGTERM while it starts: its processes go with it
         started.stop()
         raise
     return HostedContainer(url, started, model_dir, download_s, startup, notes)

@@ -97,7 +97,11 @@ def start_local_endpoint(
     model_dir = result.artifact_dir.resolve()
     if runs_on_dlc(spec, ctx):  # model.tar.gz as apply builds it: the artifact plus code/ with our wheel
         model_dir = dlc_model_dir(model_dir, toolkit_wheel(), serving_piece(spec))
-    hosted = start_container(container, variant, model_dir, root=root, port=port, host=host)
+    try:
+        hosted = start_container(container, variant, model_dir, root=root, port=port, host=host)
+    except BaseException:  # a failed start, Ctrl-C or SIGTERM while starting: no sandbox left behind
+        shutil.rmtree(root, ignore_errors=True)
+        raise
     watcher = threading.Thread(target=hosted.container.process.wait, name="neurondeploy-local-endpoint", daemon=True)
     watcher.start()
 

@@ -170,7 +170,7 @@ def test_concurrent_compiles_of_one_spec_make_one_entry_per_bucket(tmp_path):
     ]
     outputs = [json.loads(process.communicate(timeout=120)[0]) for process in processes]
     assert all(process.returncode == 0 for process in processes)
-    assert len(list((cache_dir / "entries").iterdir())) == 2  # two buckets, each built once
+    assert len(list((cache_dir / "entries").iterdir())) == 3  # two buckets and the smoke reference, each built once
     built = [bucket["source"] for output in outputs for bucket in output["buckets"]]
     assert built.count("built") == 2 and built.count("local") == 2
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,10 +18,18 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).parents[2]
 
 
-def test_apply_local_serves_the_template_until_ctrl_c(tmp_path):
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")  # shared: the second run's compile is all cache hits
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_apply_local_serves_the_template_until_ctrl_c_or_sigterm(tmp_path, cache, stop):
+    """SIGTERM (timeout, CI, a process manager) stops it as Ctrl-C does: `stopped`, exit 0, no sandbox left."""
     from integration.test_serving import free_port
 
     port = free_port()
+    (tmp_path / "tmp").mkdir()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -32,7 +41,7 @@ def test_apply_local_serves_the_template_until_ctrl_c(tmp_path):
             "--port",
             str(port),
             "--cache-dir",
-            str(tmp_path / "cache"),
+            str(cache),
             "--out",
             str(tmp_path / "artifact"),
         ],
@@ -40,10 +49,12 @@ def test_apply_local_serves_the_template_until_ctrl_c(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=os.environ | {"TMPDIR": str(tmp_path / "tmp")},  # where the replay's sandbox goes
     )
     try:
         line = process.stdout.readline()  # blocks until ready (or the process dies)
         assert line.strip() == f"ready http://127.0.0.1:{port}", process.stderr.read()
+        assert [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("neurondeploy-minilm-local-")]
         result = subprocess.run(
             [
                 sys.executable,
@@ -60,11 +71,12 @@ def test_apply_local_serves_the_template_until_ctrl_c(tmp_path):
         )
         answer = json.loads(result.stdout)
         assert len(answer) == 2 and len(answer[0]) == 384
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         assert process.wait(timeout=60) == 0
         errors = process.stderr.read()
         assert f"smoke test passed: http://127.0.0.1:{port} answered embedding of 384 values" in errors
         assert "+  endpoint (sagemaker:endpoint)" in errors and "stopped" in errors and "Traceback" not in errors
+        assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("neurondeploy-minilm-local-")]
     finally:
         if process.poll() is None:
             process.kill()
