@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from neurondeploy.cli.confirm import job_review
 from neurondeploy.cli.options import open_state_of, transport_for
 from neurondeploy.cli.output import bucket_line, console_err, print_json
 from neurondeploy.compiler.backends import select_backend
@@ -42,6 +43,7 @@ def cmd_compile_remote(args, loaded) -> int:
                 on_status=live.update,
                 on_started=started,
                 on_finished=lambda finished: [console.print(line) for line in outcome_lines(finished)],
+                review=job_review(args, console, live, f"start this compile job for {loaded.spec.name}"),
             )
         except KeyboardInterrupt:
             if not job:

@@ -135,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
         "host RAM and HBM fit the export); a CPU type (ml.c5.4xlarge ...) cross-compiles for the target",
     )
     compile_.add_argument("--no-wait", action="store_true", help="with --remote: start the job and return")
+    compile_.add_argument(
+        "--yes",
+        action="store_true",
+        help="with --remote: do not ask before starting a paid job (needed without a terminal)",
+    )
     _state_options(compile_)
     compile_.set_defaults(handler="build:cmd_compile")
 
@@ -220,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--no-wait", action="store_true", help="start the SageMaker job and return (follow it with logs/status)"
+    )
+    train.add_argument(
+        "--yes", action="store_true", help="do not ask before starting a paid SageMaker job (needed without a terminal)"
     )
     train.add_argument("--json", action="store_true", help="print a JSON summary at the end")
     _state_options(train)

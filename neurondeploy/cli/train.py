@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from neurondeploy.cli.confirm import job_review
 from neurondeploy.cli.options import open_state_of
 from neurondeploy.cli.output import console_err, print_json
 from neurondeploy.errors import NeurondeployError
@@ -71,6 +72,7 @@ def cmd_train(args) -> int:
                 on_log=say,
                 on_status=live.update,
                 on_started=started,
+                review=job_review(args, console, live, f"start this training job for {name}"),
             )
         except KeyboardInterrupt:
             if not job:

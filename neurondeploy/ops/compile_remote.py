@@ -30,12 +30,13 @@ from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.state_s3 import open_state
 from neurondeploy.engine.uploads import ensure_bucket, upload_artifact
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.ops.sagemaker_job import exit_code_of, start_or_attach, wait_for_job
+from neurondeploy.ops.sagemaker_job import JobToStart, Review, exit_code_of, start_or_attach, wait_for_job
 from neurondeploy.planner.artifact_target import artifact_sdk
 from neurondeploy.planner.checks import model_architecture, refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.llm_compile import llm_compile_host
 from neurondeploy.resources.sagemaker_compile import (
+    COMPILE_MAX_RUNTIME_S,
     DEFAULT_COMPILE_INSTANCE,
     JOB_RESOURCE,
     CompileJob,
@@ -84,9 +85,11 @@ def start_remote_compile(
     instance_type: str = DEFAULT_COMPILE_INSTANCE,
     on_event: Callable[[str], None] | None = None,
     export: tuple[str, tuple[str, ...]] | None = None,
+    review: Review | None = None,
 ) -> RemoteCompileJob:
     """Upload the job's source (``stage_source(dir)`` writes it) and create the compile job; returns at once.
-    An LLM export (``export``: the job's module and arguments) runs code its image carries: no source is sent."""
+    An LLM export (``export``: the job's module and arguments) runs code its image carries: no source is sent.
+    ``review`` sees what a new job creates and costs before anything is sent, and may raise to stop it."""
     on_event = on_event or (lambda message: None)
     spec = compile_deployment(loaded.spec)
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
@@ -104,6 +107,9 @@ def start_remote_compile(
                 digest = artifact_digest(source)
             run = dataclasses.replace(ctx, run_id=run_id, source_digest=digest[:16] if digest else None)
             resources = compile_job_resources(spec, run, job)  # pure: a refused request stops before any send
+            if review is not None:
+                uploads = [f"the compile job's source, to {compile_source_uri(spec, run)}"] if digest else []
+                review(JobToStart(resources, instance_type, 1, COMPILE_MAX_RUNTIME_S, uploads, spec.region))
             ensure_bucket(transport, spec.region, run)
             if digest is not None:
                 uri = compile_source_uri(spec, run)
@@ -147,10 +153,13 @@ def compile_remote(
     on_status: Callable[[str], None] | None = None,
     on_started: Callable[[RemoteCompileJob, str], None] | None = None,
     on_finished: Callable[[dict], None] | None = None,
+    review: Review | None = None,
 ) -> RemoteCompile:
     """Compile ``spec`` for Neuron on SageMaker (an LLM container: export it with the container's own code on the
     smallest Neuron host that fits it), unless the S3 compile cache has it. ``on_started`` hears the job and the
-    instance type it runs on, ``on_finished`` its final description; ``on_log`` and ``on_status`` as in `train`."""
+    instance type it runs on, ``on_finished`` its final description; ``on_log`` and ``on_status`` as in `train`.
+    ``review`` sees what a new job creates and its price before anything is sent (raising stops it, nothing made);
+    without it the job starts, as `compile --remote --yes` does."""
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     refuse_errors(loaded)
     transport = transport or AwsTransport(loaded.spec.region, wait_delay_s=wait_delay_s)
@@ -177,7 +186,7 @@ def compile_remote(
         return exit_code_of(finished["TrainingJobStatus"]) or None
 
     if llm:
-        return _export_llm(loaded, transport, state, cache_uri, instance_type, on_event, follow)
+        return _export_llm(loaded, transport, state, cache_uri, instance_type, on_event, follow, review)
     cache = CompileCache(root=cache_dir, s3_uri=cache_uri)
     summary = {"artifact_key": key, "cache_uri": cache_uri, "job_name": None, "status": None, "artifact": None}
     found = fetch_remote_artifact(key, cache)
@@ -192,6 +201,7 @@ def compile_remote(
             cache_uri=cache_uri,
             instance_type=instance,
             on_event=on_event,
+            review=review,
         )
         summary["job_name"] = job.job_name
         code = follow(job, instance, summary)
@@ -209,7 +219,7 @@ def compile_remote(
     return RemoteCompile(summary, 0, artifact=found)
 
 
-def _export_llm(loaded, transport, state, cache_uri, instance_type, on_event, follow) -> RemoteCompile:
+def _export_llm(loaded, transport, state, cache_uri, instance_type, on_event, follow, review) -> RemoteCompile:
     """An LLM (container hf-vllm / hf-tgi): the container's own export, unless the cache holds the model."""
     spec = loaded.spec
     key = llm_artifact_key(spec, container_image(spec, plan_context(loaded)))
@@ -236,6 +246,7 @@ def _export_llm(loaded, transport, state, cache_uri, instance_type, on_event, fo
         instance_type=instance,
         on_event=on_event,
         export=(JOB_MODULE, tuple(job_arguments(spec, key, cache_uri))),
+        review=review,
     )
     summary.update(job_name=job.job_name, instance_type=instance)
     code = follow(job, instance, summary)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from neurondeploy import catalog
@@ -164,6 +165,41 @@ def recorded_training_job(state: StateStore, name: str) -> tuple[DeploymentState
 
 
 # --- start or attach ------------------------------------------------------------------------------------
+
+
+@dataclass
+class JobToStart:
+    """What a new SageMaker job creates and may spend, shown (and agreed to) before anything is sent."""
+
+    resources: list[Resource]
+    instance_type: str  # ml.*
+    instance_count: int
+    max_runtime_s: int  # SageMaker stops the job there: the ceiling of what it costs
+    uploads: list[str]  # "the job's source, to s3://..."
+    region: str
+    spot: bool = False  # managed spot: billed below the on-demand price shown
+
+    @property
+    def hourly_usd(self) -> float | None:
+        instance = catalog.get_instance(self.instance_type)
+        return catalog.price_per_hour(instance, self.instance_count, region=self.region, platform="sagemaker")
+
+    def lines(self) -> list[str]:
+        made = [f"+ {r.name} ({r.type})" for r in self.resources if not r.is_lookup] + [f"+ {u}" for u in self.uploads]
+        hourly, hours = self.hourly_usd, self.max_runtime_s / 3600
+        where = f"{self.instance_count} × {self.instance_type}"
+        if hourly is None:
+            cost = f"{where}: no ml.* price catalogued for {self.region}; SageMaker stops it after {hours:g} h"
+        else:
+            cost = (
+                f"{where} at ${hourly:,.2f}/hour; SageMaker stops it after {hours:g} h: at most ${hourly * hours:,.2f}"
+            )
+        if self.spot:
+            cost += " (on-demand prices; managed spot bills less)"
+        return [*made, f"cost: {cost}"]
+
+
+Review = Callable[[JobToStart], None]
 
 
 def start_or_attach(

@@ -26,6 +26,8 @@ from neurondeploy.ops.sagemaker_job import (
     FINISHED,
     RUNNING,
     TRAINING_JOB_RESOURCE,
+    JobToStart,
+    Review,
     TrainingJobError,
     describe_job,
     exit_code_of,
@@ -62,9 +64,11 @@ def start_training_job(
     state: StateStore,
     hyperparameters: dict[str, Any] | None = None,
     on_event: Callable[[str], None] | None = None,
+    review: Review | None = None,
 ) -> StartedJob:
     """Checks, then (unless a job of this deployment still runs) the shared bucket, the source archive and a
-    new training job through the executor. Returns at once; :func:`wait_for_job` follows it."""
+    new training job through the executor. Returns at once; :func:`wait_for_job` follows it. ``review`` sees
+    what a new job creates and costs before anything is sent, and may raise to stop it."""
     loaded = with_overrides(loaded, hyperparameters or {})
     spec = loaded.spec
     if spec.kind != "training":
@@ -86,6 +90,14 @@ def start_training_job(
 
     def launch(run_id: str):
         ctx, resources = build(run_id)
+        if review is not None:
+            where = [f"{source}, to {source_uri(spec, ctx)}"]
+            instance = f"ml.{spec.instance_type}"
+            review(
+                JobToStart(
+                    resources, instance, spec.instance_count, spec.max_runtime_s, where, spec.region, spec.spot.enabled
+                )
+            )
         ensure_bucket(transport, spec.region, ctx)
         uploads["uri"] = uri = source_uri(spec, ctx)
         uploads["sent"] = upload_artifact(transport, source, uri, digest)
@@ -151,11 +163,14 @@ def train(
     on_log: Callable[[str], None] | None = None,
     on_status: Callable[[str], None] | None = None,
     on_started: Callable[[StartedJob], None] | None = None,
+    review: Review | None = None,
 ) -> TrainRun:
     """Run a training spec: with torchrun on this machine (``local``), or as a SageMaker job on Trn1, started (or
     attached to) and, with ``wait``, followed until it ends. ``on_event`` hears what neurondeploy does,
     ``on_log`` the job's own lines (status transitions, every host's log), ``on_status`` the live status line,
-    ``on_started`` the job once it runs. State defaults to ``$NEURONDEPLOY_STATE`` (else ``.neurondeploy/state.db``)."""
+    ``on_started`` the job once it runs, ``review`` what a new job creates and its price before anything is sent
+    (raising stops it; without it the job starts, as `train --yes` does). State defaults to ``$NEURONDEPLOY_STATE``
+    (else ``.neurondeploy/state.db``)."""
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     if loaded.spec.kind != "training":
         raise NeurondeployError(
@@ -174,6 +189,7 @@ def train(
         state=state if state is not None else open_state(None),
         hyperparameters=hyperparameters,
         on_event=on_event,
+        review=review,
     )
     if on_started is not None:
         on_started(started)

@@ -62,7 +62,7 @@ def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sag
     env = {**os.environ, "NEURONDEPLOY_CACHE_DIR": str(tmp_path / "laptop-cache")}
     state = str(tmp_path / "state.db")
 
-    started = run_cli("compile", str(spec), "--remote", "--no-wait", "--json", "--state", state, env=env)
+    started = run_cli("compile", str(spec), "--remote", "--no-wait", "--yes", "--json", "--state", state, env=env)
     assert started.returncode == 0, started.stderr
     summary = json.loads(started.stdout)
     key = summary["artifact_key"]

@@ -287,7 +287,7 @@ def test_train_refuses_a_zero_spot_training_quota_before_uploading_and_runs_with
     assert load_spec(TRAINING_TEMPLATE).spec.spot.enabled  # 2 × ml.trn1.32xlarge, managed spot
     quotas.apply(*SPOT_TRAINING_QUOTA, 0)
     state = tmp_path / "state.db"
-    assert run_cli("train", str(spec_file), "--no-wait", state=state) == 3
+    assert run_cli("train", str(spec_file), "--no-wait", "--yes", state=state) == 3
     err = capsys.readouterr().err.strip()
     assert err.startswith('error: Service Quotas "ml.trn1.32xlarge for spot training job usage"') and "\n" not in err
     assert "is 0 instances; this plan needs 2" in err and "--quota-code L-4E5F6A7B --desired-value 2" in err
@@ -296,7 +296,7 @@ def test_train_refuses_a_zero_spot_training_quota_before_uploading_and_runs_with
     assert StateStore(state).names() == []
 
     quotas.apply(*SPOT_TRAINING_QUOTA, 2)
-    assert run_cli("train", str(spec_file), "--no-wait", state=state) == 0
+    assert run_cli("train", str(spec_file), "--no-wait", "--yes", state=state) == 0
     assert len(aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1
     assert "Service Quotas" not in capsys.readouterr().err
 

@@ -16,6 +16,7 @@ from support.cli import run_cli
 from support.ec2_deployment import FIXTURES, REPO
 from support.sagemaker import queue_invocation_answer
 
+from neurondeploy import catalog
 from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.state import StateStore
 from neurondeploy.planner.artifact_target import CPU_STANDIN_ENV
@@ -55,7 +56,7 @@ def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagem
     env["NEURONDEPLOY_CACHE_DIR"] = str(tmp_path / "laptop-cache")
     state = str(tmp_path / "state.db")
 
-    started = run_cli("compile", str(tiny_spec), "--remote", "--no-wait", "--json", "--state", state, env=env)
+    started = run_cli("compile", str(tiny_spec), "--remote", "--no-wait", "--yes", "--json", "--state", state, env=env)
     assert started.returncode == 0, started.stderr
     summary = json.loads(started.stdout)
     job_name = summary["job_name"]
@@ -131,3 +132,29 @@ def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagem
         manifest = json.load(archive.extractfile("manifest.json"))
     assert manifest["backend"] == "neuron" and manifest["target"] == "inf2"
     assert manifest["versions"]["neuron_sdk"] == release.sdk
+
+
+def test_compile_remote_shows_the_job_and_its_price_and_asks_first(sagemaker_world, tmp_path):
+    """A paid job is started only once agreed to: without --yes and with no terminal, the job, its role, the source
+    upload and the price are shown, and nothing is created."""
+    aws = sagemaker_world
+    env = os.environ | {"NEURONDEPLOY_CACHE_DIR": str(tmp_path / "cache")}
+    state = str(tmp_path / "state.db")
+    refused = run_cli("compile", str(TEMPLATE), "--remote", "--no-wait", "--state", state, env=env)
+    assert refused.returncode == 1, refused.stderr
+    shown = " ".join(refused.stderr.split())
+    price = catalog.price_per_hour(catalog.get_instance("ml.trn1.2xlarge"), platform="sagemaker")
+    assert "+ compile-job (sagemaker:training-job)" in shown and "+ execution-role (iam:role)" in shown
+    assert "+ the compile job's source, to s3://neurondeploy-123456789012-us-east-1/" in shown
+    assert (
+        f"cost: 1 × ml.trn1.2xlarge at ${price:,.2f}/hour; SageMaker stops it after 4 h: at most ${4 * price:,.2f}"
+        in shown
+    )
+    assert "not confirmed, and there is no terminal to ask; nothing was changed" in shown
+    assert aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert aws.client("s3").list_buckets()["Buckets"] == []
+    assert [r["RoleName"] for r in aws.client("iam").list_roles()["Roles"]] == []
+
+    started = run_cli("compile", str(TEMPLATE), "--remote", "--no-wait", "--yes", "--state", state, env=env)
+    assert started.returncode == 0, started.stderr
+    assert len(aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1

@@ -46,7 +46,9 @@ def sent_job(state: Path) -> dict:
 
 def run_job(spec_file: Path, tmp_path: Path, max_steps: int, host: str):
     state = tmp_path / "state.db"
-    code = main(["train", str(spec_file), "--no-wait", "--hp", f"max_steps={max_steps}", "--state", str(state)])
+    code = main(
+        ["train", str(spec_file), "--no-wait", "--yes", "--hp", f"max_steps={max_steps}", "--state", str(state)]
+    )
     assert code == 0
     job = sent_job(state)
     return job, replay_training_job(transport(), job, tmp_path / host, timeout_s=300)

@@ -151,7 +151,8 @@ def sim(aws, monkeypatch) -> SageMakerSim:
 
 
 def run(*argv: str, state: Path) -> int:
-    return main([*argv, "--state", str(state), "--wait-delay-s", "0"])
+    agreed = ["--yes"] if argv[0] == "train" else []  # a paid job: no terminal here to ask
+    return main([*argv, *agreed, "--state", str(state), "--wait-delay-s", "0"])
 
 
 def job_of(state: Path) -> str:
@@ -239,6 +240,23 @@ def test_template_creates_the_job_it_plans(spec_file, tmp_path, aws, sim, capsys
     body = aws.client("s3").get_object(Bucket=BUCKET, Key=key)["Body"].read()
     with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as archive:
         assert "train.py" in archive.getnames()
+
+
+def test_train_shows_the_job_and_its_price_ceiling_and_asks_first(spec_file, tmp_path, aws, capsys):
+    """Without --yes and with no terminal: the job, role and source upload, and what 2 × ml.trn1.32xlarge cost
+    until max_runtime_s; nothing is uploaded or created."""
+    state = tmp_path / "state.db"
+    assert main(["train", str(spec_file), "--no-wait", "--state", str(state)]) == 1
+    shown = " ".join(capsys.readouterr().err.split())
+    hourly = catalog.price_per_hour(catalog.get_instance("ml.trn1.32xlarge"), 2, platform="sagemaker")
+    assert "+ training-job (sagemaker:training-job)" in shown and "+ /" in shown  # the job and its source upload
+    assert (
+        f"cost: 2 × ml.trn1.32xlarge at ${hourly:,.2f}/hour; SageMaker stops it after 24 h: at most ${24 * hourly:,.2f}"
+        in shown
+    )
+    assert "(on-demand prices; managed spot bills less)" in shown and "nothing was changed" in shown
+    assert aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert aws.client("s3").list_buckets()["Buckets"] == []
 
 
 def test_hp_override_reaches_the_job_json_encoded(spec_file, tmp_path, aws, sim, capsys):
@@ -445,7 +463,7 @@ def test_ctrl_c_while_waiting_leaves_the_job_running(spec_file, tmp_path, aws, s
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))  # a real Ctrl-C, during the 30 s poll pause
     timer.start()
     try:
-        code = main(["train", str(spec_file), "--state", str(state), "--wait-delay-s", "30"])
+        code = main(["train", str(spec_file), "--yes", "--state", str(state), "--wait-delay-s", "30"])
     finally:
         timer.cancel()
     assert code == EXIT_DETACHED
