@@ -108,6 +108,7 @@ def test_destroy_deletes_dependents_before_what_they_depend_on(world, artifact, 
     assert position["listener-https"] < position["certificate"] and position["igw"] < position["vpc"]
 
 
+@pytest.mark.slow
 @pytest.mark.every_k
 def test_failing_any_mutating_call_then_reapplying_converges_and_destroy_leaves_nothing(world, artifact, tmp_path, aws):
     loaded, zone = world

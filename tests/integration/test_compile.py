@@ -68,6 +68,7 @@ def compile_tiny(tmp_path, text: str, cache: CompileCache, **kwargs):
 # --- the real MiniLM ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_minilm_two_buckets_match_sentence_transformers_and_hit_the_cache(tmp_path):
     spec = tmp_path / "minilm.yaml"
     spec.write_text(

@@ -105,6 +105,7 @@ def test_refresh_restores_what_was_deleted_or_added_out_of_band(world, artifact,
     assert operations(t) == []  # converged
 
 
+@pytest.mark.slow
 def test_apply_without_a_terminal_or_yes_changes_nothing_and_prints_the_diff(world, artifact, tmp_path, aws):  # noqa: F811
     loaded, zone = world
     command = [

@@ -23,6 +23,7 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")  # shared: the second run's compile is all cache hits
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_apply_local_serves_the_template_until_ctrl_c_or_sigterm(tmp_path, cache, stop):
     """SIGTERM (timeout, CI, a process manager) stops it as Ctrl-C does: `stopped`, exit 0, no sandbox left."""

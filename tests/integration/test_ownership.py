@@ -46,6 +46,7 @@ def live(zone) -> set[tuple[str, str, str | None]]:
     return {(item.type, item.id, item.lineage) for item in tagged(transport(), zone) if item.type not in NEVER_ORPHANS}
 
 
+@pytest.mark.slow
 def test_another_state_is_refused_and_the_live_deployment_keeps_every_resource(world, artifact, tmp_path):  # noqa: F811
     loaded, zone = world
     owner = tmp_path / "state.db"

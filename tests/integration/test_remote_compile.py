@@ -50,6 +50,7 @@ def tiny_spec(tmp_path, request):
     return path
 
 
+@pytest.mark.slow
 def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagemaker_world, tmp_path, tiny_spec):  # noqa: F811
     aws = sagemaker_world
     env = {k: v for k, v in os.environ.items() if k != CPU_STANDIN_ENV}

@@ -35,7 +35,7 @@ from neurondeploy.wheel import toolkit_wheel
 from .test_serving import eager_embeddings
 
 # apply sends a CPU trace to inf2 here, then the replay runs it on the CPU: both say so (NEURONDEPLOY_CPU_STANDIN)
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("cpu_standin")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("cpu_standin")]
 TEXTS = ["Inferentia2 serves sentence embeddings.", "A replay runs what SageMaker would run.", "short"]
 
 

@@ -18,7 +18,7 @@ from neurondeploy.engine.state import StateStore
 from neurondeploy.replay.sandbox import ReplayError
 from neurondeploy.replay.training import replay_training_job, to_cmd_args
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).parents[2]
 TEMPLATE = REPO / "templates" / "tiny-lm-train-local.yaml"
 DATA_BUCKET = "my-training-bucket"  # the template's own S3 URIs

@@ -356,6 +356,7 @@ def test_an_update_sagemaker_rolls_back_is_not_taken_for_done(versions, sagemake
     destroy_and_prove_empty(aws, state, "minilm-embed")
 
 
+@pytest.mark.slow
 def test_failing_any_mutating_call_of_an_update_then_reapplying_converges(sagemaker_world, artifact, tmp_path):
     aws = sagemaker_world
     v1, v2 = load(tmp_path, MINILM), load(tmp_path, MINILM, "v2", **V2)
