@@ -21,6 +21,10 @@ class NeurondeployError(Exception):
         return " ".join(text.split())
 
 
+class NeurondeployWarning(UserWarning):
+    """Something worked around, worth a line: the CLI prints ``warning: <message>``, without Python's source path."""
+
+
 class SpecError(NeurondeployError):
     """A spec file that cannot be read or does not validate."""
 

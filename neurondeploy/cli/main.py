@@ -10,9 +10,10 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
 from neurondeploy import __version__
-from neurondeploy.errors import NeurondeployError
+from neurondeploy.errors import NeurondeployError, NeurondeployWarning
 
 EXIT_INTERNAL = 70
 
@@ -337,7 +338,19 @@ def _command(args: argparse.Namespace):
 EXTRA_OF_OPTIONAL_MODULE = {"torch": "compile", "transformers": "compile", "tokenizers": "compile", "litserve": "bench"}
 
 
+_python_showwarning = warnings.showwarning
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Our warnings as one line in our words; anything else as Python shows it."""
+    if issubclass(category, NeurondeployWarning):
+        print(f"warning: {message}", file=file or sys.stderr)
+        return
+    _python_showwarning(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> int:
+    warnings.showwarning = show_warning
     # pydantic looks for plugins among every installed distribution's entry points the first time it builds a
     # validator (~10-20 ms a command); the CLI uses none. A user who wants one sets the variable themselves.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")

@@ -12,10 +12,12 @@ against a recording stand-in module that checks the arguments it receives.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,7 +67,7 @@ class CpuBackend:
     def trace(
         self, module: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], compiler_args: list[str], workdir: Path
     ) -> torch.jit.ScriptModule:
-        with torch.no_grad(), warnings.catch_warnings():
+        with torch.no_grad(), quiet_transformers():
             # Shape-dependent Python branches are constants by design: one trace per static bucket.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
             # check_trace re-runs the model to compare; the compiler's own numerical check does that once, properly.
@@ -101,15 +103,26 @@ class NeuronBackend:
         # with cpu_backend=True (aws-neuron-sdk .../inference/api-torch-neuronx-trace.rst); the flag exists only there, so it is passed only then.
         extra = {"cpu_backend": True} if os.environ.get(CROSS_COMPILE_ENV) == "1" else {}
         try:
-            return self.torch_neuronx.trace(
-                module, example_inputs, compiler_args=compiler_args, compiler_workdir=str(workdir), **extra
-            )
+            with quiet_transformers():
+                return self.torch_neuronx.trace(
+                    module, example_inputs, compiler_args=compiler_args, compiler_workdir=str(workdir), **extra
+                )
         except Exception as exc:  # neuronx-cc failures surface as many types; the log is in workdir
             raise BackendError(
                 f"neuronx-cc failed: {first_line(exc)}",
                 f"see the compiler log in {workdir}; a compile killed with -9 ran out of host memory "
                 "(use a larger host or --optlevel 1)",
             ) from exc
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Tracing reads every attribute of a transformers model, deprecated ones included (``is_gradient_checkpointing``
+    warns in transformers' modeling_utils): its FutureWarnings address its own API users, about calls we never
+    make, and would fill the compile's screen, two per bucket. Warnings of the model's own code still show."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers(\.|$)")
+        yield
 
 
 MODEL_INPUT_HINT = (

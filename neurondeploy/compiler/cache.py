@@ -44,7 +44,7 @@ from neurondeploy.aws.errors import is_s3_missing, is_s3_missing_object
 from neurondeploy.aws.paging import Paged
 from neurondeploy.aws.transport import AwsCallError, AwsTransport, Transfer, default_region
 from neurondeploy.compiler.locking import FileLock
-from neurondeploy.errors import CacheError
+from neurondeploy.errors import CacheError, NeurondeployWarning
 from neurondeploy.paths import default_cache_dir
 
 RECORD_FILE = "entry.json"
@@ -56,7 +56,7 @@ _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
 
 
-class CacheWarning(UserWarning):
+class CacheWarning(NeurondeployWarning):
     """Something in the cache was wrong and was worked around: a corrupt entry removed, S3 unreachable, ..."""
 
 

