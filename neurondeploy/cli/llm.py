@@ -11,7 +11,6 @@ from neurondeploy.ops.apply import apply_local as ops_apply_local
 from neurondeploy.ops.smoke import smoke_llm
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.serving.llm import serve as llm_serve
-from neurondeploy.serving.llm.client import chat
 from neurondeploy.specs import LoadedSpec
 
 
@@ -45,27 +44,3 @@ def apply_local(args, loaded: LoadedSpec) -> int:
         )
 
     return hold_local_endpoint(console, endpoint, plan, args.spec, introduce)
-
-
-def invoke_chat(args) -> int:
-    def show(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    answer = chat(
-        args.target,
-        args.chat,
-        on_text=show,
-        max_tokens=args.max_tokens,
-        temperature=args.temperature,
-        stream=not args.no_stream,
-        region=args.region,
-        state_location=args.state,
-    )
-    sys.stdout.write("\n")
-    usage = answer.usage or {}
-    print(
-        f"[{answer.finish_reason}; {usage.get('completion_tokens', '?')} tokens; model {answer.model}]",
-        file=sys.stderr,
-    )
-    return 0

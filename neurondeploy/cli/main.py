@@ -304,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     invoke.add_argument(
         "--state", metavar="FILE_OR_S3_URI", help="where to look up a deployment name (default as apply)"
     )
-    invoke.set_defaults(handler="serve:cmd_invoke")
+    invoke.set_defaults(handler="invoke:cmd_invoke")
 
     cache = commands.add_parser("cache", help="list, remove or prune compiled entries in the local cache")
     cache.add_argument("--cache-dir", metavar="DIR")

@@ -8,13 +8,11 @@ from pathlib import Path
 
 from neurondeploy.cli import llm
 from neurondeploy.cli.local_run import hold_local_endpoint, sigterm_as_ctrl_c
-from neurondeploy.cli.output import bucket_line, compact_json, console_err
+from neurondeploy.cli.output import bucket_line, console_err
 from neurondeploy.manifest import read_manifest, smoke_request
 from neurondeploy.ops.apply import apply_local
 from neurondeploy.ops.smoke import smoke_encoder
 from neurondeploy.planner.plan import build_plan
-from neurondeploy.serving import local
-from neurondeploy.serving.client import InvokeError, invoke, parse_data
 from neurondeploy.serving.llm import serve as llm_serve
 from neurondeploy.serving.server import resolve_target, run_server, serving_from_env
 from neurondeploy.specs import load_spec
@@ -82,18 +80,3 @@ def _apply_local(args) -> int:
         console.print(f"  neurondeploy invoke {endpoint.url} --data '{body}'")
 
     return hold_local_endpoint(console, endpoint, plan, args.spec, introduce)
-
-
-def cmd_invoke(args) -> int:
-    if args.chat is not None:
-        return llm.invoke_chat(args)
-    answer = invoke(args.target, parse_data(args.data), region=args.region, state_location=args.state)
-    if args.out:
-        try:
-            Path(args.out).write_text(json.dumps(answer) + "\n")
-        except OSError as exc:
-            raise InvokeError(f"--out {args.out}: cannot write ({exc.strerror})", "check the path") from None
-        print(f"wrote {local.describe_answer(answer)} to {args.out}", file=sys.stderr)
-    else:
-        sys.stdout.write(compact_json(answer) + "\n")
-    return 0

@@ -14,9 +14,8 @@ from typing import Any
 
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.manifest import Manifest, smoke_request
-from neurondeploy.serving.client import InvokeError, invoke
+from neurondeploy.serving.client import InvokeError, describe_answer, invoke
 from neurondeploy.serving.llm.client import chat
-from neurondeploy.serving.local import describe_answer
 from neurondeploy.specs import InferenceSpec
 
 SMOKE_PROMPT = "Say hello from Inferentia2."

@@ -162,3 +162,12 @@ def _answer(status: int, content: bytes, where: str) -> Any:
         message = data.get("error") if isinstance(data, dict) else data
         raise InvokeError(f"{where} answered {status}: {message}", "see the message; 400s are about the request")
     return data
+
+
+def describe_answer(answer) -> str:
+    """A short, readable view of an answer: embeddings are long."""
+    first = answer[0] if isinstance(answer, list) and answer else answer
+    if isinstance(first, list) and first and isinstance(first[0], (int, float)):
+        head = ", ".join(f"{value:.4f}" for value in first[:4])
+        return f"embedding of {len(first)} values: [{head}, ...]"
+    return json.dumps(first)[:300]

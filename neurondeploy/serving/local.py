@@ -10,7 +10,6 @@ artifact directory stands for what SageMaker unpacks from ``ModelDataUrl`` (no S
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
 import tempfile
@@ -32,7 +31,6 @@ from neurondeploy.resources.sagemaker_endpoint import (
     create_model_request,
     runs_on_dlc,
 )
-from neurondeploy.serving.client import invoke
 from neurondeploy.serving.http_limits import uvicorn_config
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 from neurondeploy.specs.inference import ServingSpec
@@ -153,16 +151,3 @@ def wait_until_ready(endpoint: LocalEndpoint, timeout_s: float = READY_TIMEOUT_S
     raise LocalApplyError(
         f"the endpoint was not healthy within {timeout_s:.0f} s ({message})", "check the model and try again"
     )
-
-
-def call(endpoint: LocalEndpoint, payload: dict):
-    return invoke(endpoint.url, json.dumps(payload).encode())
-
-
-def describe_answer(answer) -> str:
-    """A short, readable view of an answer: embeddings are long."""
-    first = answer[0] if isinstance(answer, list) and answer else answer
-    if isinstance(first, list) and first and isinstance(first[0], (int, float)):
-        head = ", ".join(f"{value:.4f}" for value in first[:4])
-        return f"embedding of {len(first)} values: [{head}, ...]"
-    return json.dumps(first)[:300]

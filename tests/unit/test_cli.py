@@ -23,6 +23,18 @@ def test_help_does_not_import_heavy_modules():
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_invoke_imports_no_model_code():
+    """invoke is a client: it imported torch through the serving side (2.7 s a call where curl takes 0.1 s)."""
+    code = (
+        "import sys\n"
+        "from neurondeploy.cli.main import main\n"
+        "code = main(['invoke', 'http://127.0.0.1:9', '--data', 'x'])\n"  # nothing listens there: one error line
+        "print(code, [m for m in ('torch', 'transformers', 'numpy') if m in sys.modules])"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "4 []", result.stdout + result.stderr
+
+
 def test_help_returns_quickly():
     # Wall time of a whole process is noisy; the best of three is what a user sees on a warm disk.
     timings = []
