@@ -8,6 +8,7 @@ import signal
 from collections.abc import Callable, Iterator
 
 from neurondeploy.serving import local
+from neurondeploy.serving.running import announced
 
 
 @contextlib.contextmanager
@@ -38,10 +39,11 @@ def hold_local_endpoint(
         )
         for resource in plan.resources:
             console.print(f"  {'<=' if resource.lookup else '+ '} {resource.name} ({resource.type})")
-        console.print("[bold]Ctrl-C[/] stops the endpoint")
-        print(f"ready {endpoint.url}", flush=True)  # one machine-readable line on stdout
-        while endpoint.thread.is_alive():
-            endpoint.thread.join(timeout=0.5)
+        console.print(f"[bold]Ctrl-C[/] stops the endpoint; `neurondeploy invoke {spec_path}` reaches it meanwhile")
+        with announced(plan.name, endpoint.url):
+            print(f"ready {endpoint.url}", flush=True)  # one machine-readable line on stdout
+            while endpoint.thread.is_alive():
+                endpoint.thread.join(timeout=0.5)
     except KeyboardInterrupt:
         pass
     finally:

@@ -15,6 +15,7 @@ from typing import Any
 from neurondeploy.aws.transport import AwsCallError, AwsTransport, default_region
 from neurondeploy.engine.state_s3 import open_state
 from neurondeploy.errors import AwsRequestError, NeurondeployError
+from neurondeploy.serving.running import running_url
 from neurondeploy.specs import InferenceSpec, load_spec
 
 SAGEMAKER_PREFIX = "sagemaker:"
@@ -66,6 +67,9 @@ def resolve_target(target: str, state_location: str | None = None) -> Target:
         spec = load_spec(target).spec
         if not isinstance(spec, InferenceSpec):
             raise InvokeError(f"{target} is a training spec", "invoke an inference deployment")
+        local = running_url(spec.name)
+        if local:  # `apply --local` of this spec serves now: that is the endpoint meant
+            return Target("http", local)
         if spec.deployment.platform == "sagemaker":
             return Target("sagemaker", spec.name, spec.region)  # the endpoint is named after the deployment
         if spec.dns:

@@ -26,11 +26,15 @@ def cache(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_apply_local_serves_the_template_until_ctrl_c_or_sigterm(tmp_path, cache, stop):
-    """SIGTERM (timeout, CI, a process manager) stops it as Ctrl-C does: `stopped`, exit 0, no sandbox left."""
+    """SIGTERM (timeout, CI, a process manager) stops it as Ctrl-C does: `stopped`, exit 0, no sandbox left.
+    Meanwhile `invoke SPEC` reaches it (not the spec's SageMaker endpoint)."""
     from integration.test_serving import free_port
 
     port = free_port()
     (tmp_path / "tmp").mkdir()
+    # TMPDIR: where the replay's sandbox goes; the cache dir: where it says it runs (this test's own)
+    environment = os.environ | {"TMPDIR": str(tmp_path / "tmp"), "NEURONDEPLOY_CACHE_DIR": str(tmp_path / "records")}
+    record = tmp_path / "records" / "local-endpoints" / "minilm-local.json"
     process = subprocess.Popen(
         [
             sys.executable,
@@ -50,7 +54,7 @@ def test_apply_local_serves_the_template_until_ctrl_c_or_sigterm(tmp_path, cache
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=os.environ | {"TMPDIR": str(tmp_path / "tmp")},  # where the replay's sandbox goes
+        env=environment,
     )
     try:
         line = process.stdout.readline()  # blocks until ready (or the process dies)
@@ -62,22 +66,26 @@ def test_apply_local_serves_the_template_until_ctrl_c_or_sigterm(tmp_path, cache
                 "-m",
                 "neurondeploy.cli",
                 "invoke",
-                f"http://127.0.0.1:{port}",
+                "templates/minilm-local.yaml",  # the spec: its local endpoint runs, so that is the one invoked
                 "--data",
                 '{"inputs": ["hello", "world"]}',
             ],
             capture_output=True,
             text=True,
             check=True,
+            cwd=REPO,
+            env=environment,
         )
         answer = json.loads(result.stdout)
         assert len(answer) == 2 and len(answer[0]) == 384
+        assert json.loads(record.read_text())["url"] == f"http://127.0.0.1:{port}"
         process.send_signal(stop)
         assert process.wait(timeout=60) == 0
         errors = process.stderr.read()
         assert f"smoke test passed: http://127.0.0.1:{port} answered embedding of 384 values" in errors
         assert "+  endpoint (sagemaker:endpoint)" in errors and "stopped" in errors and "Traceback" not in errors
         assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("neurondeploy-minilm-local-")]
+        assert not record.exists()
     finally:
         if process.poll() is None:
             process.kill()

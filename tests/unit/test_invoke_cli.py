@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,18 @@ def test_out_writes_the_whole_answer_to_a_file(endpoint, tmp_path):
     assert json.loads(out.read_text()) == EMBEDDINGS and result.stdout == ""
     assert f"to {out}" in result.stderr and "384 values" in result.stderr
     assert json.loads(received[0]) == {"inputs": ["a", "b"]}
+
+
+def test_a_spec_whose_local_endpoint_runs_is_invoked_there(tmp_path, monkeypatch):
+    from neurondeploy.serving.client import resolve_target
+    from neurondeploy.serving.running import announced, record_path
+
+    monkeypatch.setenv("NEURONDEPLOY_CACHE_DIR", str(tmp_path))
+    spec = str(Path(__file__).parents[2] / "templates" / "minilm-sagemaker.yaml")
+    assert resolve_target(spec).kind == "sagemaker"
+    with announced("minilm-embed", "http://127.0.0.1:8123"):
+        assert (resolve_target(spec).kind, resolve_target(spec).address) == ("http", "http://127.0.0.1:8123")
+    assert not record_path("minilm-embed").exists() and resolve_target(spec).kind == "sagemaker"
+    # a record a killed run left behind (its process is gone) is not an endpoint
+    record_path("minilm-embed").write_text('{"url": "http://127.0.0.1:8123", "pid": 999999999}')
+    assert resolve_target(spec).kind == "sagemaker"
