@@ -513,6 +513,44 @@ def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
                 yield error("model.path", exc.message, exc.hint)
 
 
+# Each figure as the sizing reads it: an empty kv_heads is attention_heads, an empty intermediate_size 4 × hidden.
+ARCHITECTURE_FIELDS = {
+    "layers": lambda a: a.layers,
+    "hidden_size": lambda a: a.hidden_size,
+    "attention_heads": lambda a: a.attention_heads,
+    "kv_heads": lambda a: a.kv_heads or a.attention_heads,
+    "vocab_size": lambda a: a.vocab_size,
+    "intermediate_size": lambda a: a.intermediate_size or 4 * a.hidden_size,
+}
+
+
+def check_architecture_agrees(loaded: LoadedSpec) -> Iterable[Finding]:
+    """A spec's ``model.architecture`` beside a model directory with its own config.json: every figure the plan
+    sizes, times and prices by comes from the architecture, so a copied template's 8B numbers over a 1 MB model
+    would go unnoticed. They must agree; the error names what differs."""
+    spec = loaded.spec
+    if spec.kind != "inference" or spec.model.architecture is None or _model_config(loaded) is None:
+        return
+    try:
+        own = sizing.architecture_from_config(resolve_model_path(loaded))
+    except PlanError:
+        return  # check_model_path reports an unreadable config
+    given = spec.model.architecture
+    differs = [
+        f"{name} {value(given)} (config.json: {value(own)})"
+        for name, value in ARCHITECTURE_FIELDS.items()
+        if value(given) != value(own)
+    ]
+    if differs:
+        yield error(
+            "model.architecture",
+            f"model.architecture is not the model at {spec.model.path}: {', '.join(differs)}; the plan would size, "
+            "time and price the architecture's model",
+            "remove model.architecture (the model's config.json describes it), or point model.path at the model "
+            "it describes",
+        )
+
+
 def _model_config(loaded: LoadedSpec) -> tuple[dict, Path] | None:
     """(config.json of a Hugging Face model directory, its path), or None when there is none to read."""
     if loaded.spec.model.source_kind != "hf-directory":
@@ -632,6 +670,7 @@ CHECKS: dict[str, list[Check]] = {
         check_compile_target,
         check_parallel_layout,
         check_model_path,
+        check_architecture_agrees,
         check_sequence_lengths,
         check_image_size,
         check_inference_fit,

@@ -62,3 +62,42 @@ def test_a_local_directory_is_uploaded_as_model_data():
 def test_sources_a_container_cannot_take_are_refused_in_one_line(source, container, message):
     with pytest.raises(NeurondeployError, match=message):
         spec_with(source, container)
+
+
+def test_an_architecture_that_is_not_the_models_config_is_refused_by_validate(tmp_path):
+    """A copied LLM template pointed at a small model directory kept the 8B architecture: it would be sized,
+    timed and priced as the 8B. validate names each figure that differs; without the architecture it passes."""
+    import json
+    import subprocess
+    import sys
+
+    model = tmp_path / "tiny-llama"
+    model.mkdir()
+    config = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 1000,
+        "intermediate_size": 128,
+    }
+    (model / "config.json").write_text(json.dumps(config))
+    template = (Path(__file__).parents[2] / "templates" / "llama3-8b-vllm-local.yaml").read_text()
+    copied = tmp_path / "copied.yaml"
+    copied.write_text(template.replace("hf_model_id: meta-llama/Llama-3.1-8B-Instruct", f"path: {model}"))
+    validate = [sys.executable, "-m", "neurondeploy.cli", "validate", str(copied)]
+    refused = subprocess.run(validate, capture_output=True, text=True)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert "model.architecture is not the model at" in said
+    for figure in ("layers 32 (config.json: 2)", "hidden_size 4096 (config.json: 64)", "kv_heads 8 (config.json: 2)"):
+        assert figure in said
+    assert "remove model.architecture" in said and f"{copied}:15" in said  # file:line of the field
+
+    lines = template.replace("hf_model_id: meta-llama/Llama-3.1-8B-Instruct", f"path: {model}").splitlines()
+    start = lines.index("  architecture:")
+    copied.write_text("\n".join(lines[:start] + lines[start + 8 :]) + "\n")  # the architecture removed
+    passed = subprocess.run(validate, capture_output=True, text=True)
+    assert "model.architecture is not the model" not in passed.stdout + passed.stderr
