@@ -408,10 +408,12 @@ def _precompile_advice(loaded: LoadedSpec) -> Iterable[Finding]:
         return
     weights = sizing.parameter_count(arch) * sizing.DTYPE_BYTES[loaded.spec.model.dtype]
     budget, why = load_budget(int(weights), volume_for(loaded.spec, weights / 2**30))
+    model = loaded.spec.model
+    named = model.hf_model_id or f"the model at {model.path or model.s3_uri or f'training job {model.training_job}'}"
     yield warning(
         "deployment.health_check_timeout_s",
         f"without a model exported by compile --remote the container starts only if the Hugging Face Neuron cache "
-        f"(aws-neuron/optimum-neuron-cache) has {loaded.spec.model.hf_model_id} compiled at these shapes, and "
+        f"(aws-neuron/optimum-neuron-cache) has {named} compiled at these shapes, and "
         "refuses to start otherwise (it does not compile on the instance without --allow_non_cached_model); "
         f"exported, apply points the endpoint at it in S3 and loading needs about {budget} s ({why})",
         f"run `neurondeploy compile {loaded.source.file} --remote` before apply",

@@ -101,3 +101,19 @@ def test_an_architecture_that_is_not_the_models_config_is_refused_by_validate(tm
     copied.write_text("\n".join(lines[:start] + lines[start + 8 :]) + "\n")  # the architecture removed
     passed = subprocess.run(validate, capture_output=True, text=True)
     assert "model.architecture is not the model" not in passed.stdout + passed.stderr
+
+
+def test_the_precompile_warning_names_a_model_that_is_not_on_the_hub():
+    """It said "has None compiled" for a model given by path: it names the model as the spec gives it."""
+    from neurondeploy.planner.checks import run_checks
+    from neurondeploy.specs import load_spec
+
+    loaded = load_spec(Path(__file__).parents[2] / "templates" / "llama3-8b-vllm-sagemaker.yaml")
+    text = Path(loaded.source.file).read_text()
+    for source, named in (
+        ("s3_uri: s3://models/llama3-8b/model.tar.gz", "has the model at s3://models/llama3-8b/model.tar.gz compiled"),
+        ("training_job: llama-pretrain-20261206", "has the model at training job llama-pretrain-20261206 compiled"),
+    ):
+        changed = parse_spec(text.replace("hf_model_id: meta-llama/Llama-3.1-8B-Instruct", source), file="s.yaml")
+        said = [f.message for f in run_checks(changed) if f.field == "deployment.health_check_timeout_s"]
+        assert said and named in said[0] and "None" not in said[0], said
