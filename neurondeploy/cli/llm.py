@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from neurondeploy.cli.local_run import hold_local_endpoint
+from neurondeploy.cli.local_run import hold_local_endpoint, smoke_line
 from neurondeploy.cli.output import console_err
 from neurondeploy.ops.apply import apply_local as ops_apply_local
 from neurondeploy.ops.smoke import smoke_llm
@@ -30,10 +30,7 @@ def apply_local(args, loaded: LoadedSpec) -> int:
 
     def introduce() -> None:
         console.print(target.routes_line(endpoint.url))
-        if args.no_smoke:
-            console.print("smoke test: skipped (--no-smoke)")
-        else:
-            console.print(smoke_llm(endpoint.url), markup=False)
+        console.print(smoke_line(args, lambda: smoke_llm(endpoint.url)), markup=False)
         console.print("call it:")
         console.print(f'  neurondeploy invoke {endpoint.url} --chat "Hello"')
         console.print(

@@ -26,6 +26,11 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def smoke_line(args, smoke_test: Callable[[], str]) -> str:
+    """The smoke test's line after a local endpoint starts, unless `--no-smoke` (a failure raises)."""
+    return "smoke test: skipped (--no-smoke)" if args.no_smoke else smoke_test()
+
+
 def hold_local_endpoint(
     console, endpoint: local.LocalEndpoint, plan, spec_path: str, introduce: Callable[[], None]
 ) -> int:

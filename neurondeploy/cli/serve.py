@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from neurondeploy.cli import llm
-from neurondeploy.cli.local_run import hold_local_endpoint, sigterm_as_ctrl_c
+from neurondeploy.cli.local_run import hold_local_endpoint, sigterm_as_ctrl_c, smoke_line
 from neurondeploy.cli.output import bucket_line, console_err
 from neurondeploy.manifest import read_manifest, smoke_request
 from neurondeploy.ops.apply import apply_local
@@ -69,10 +69,7 @@ def _apply_local(args) -> int:
         payload = smoke_request(manifest)
         body = json.dumps(payload) if len(json.dumps(payload)) < 200 else "@request.json"
         console.print(f"endpoint ready at [bold]{endpoint.url}[/] (artifact {endpoint.artifact_dir})")
-        if args.no_smoke:
-            console.print("smoke test: skipped (--no-smoke)")
-        else:
-            console.print(smoke_encoder(endpoint.url, manifest))
+        console.print(smoke_line(args, lambda: smoke_encoder(endpoint.url, manifest)))
         for note in endpoint.notes:
             console.print(f"replay: {note}")
         console.print("call it:")

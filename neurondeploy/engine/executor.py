@@ -190,10 +190,8 @@ class Executor:
         previous = {n: before.resources.get(n) for n in result.updated}
         cannot = [n for n, r in previous.items() if r is None or getattr(kinds.get(r.type), "converge", None) is None]
         if doomed or cannot:
-            self.on_event(
-                f"not rolled back: this apply {'deleted ' + ', '.join(doomed) if doomed else 'updated ' + ', '.join(cannot)}"
-                " with no way back; apply the previous spec to return to it"
-            )
+            what = f"deleted {', '.join(doomed)}" if doomed else f"updated {', '.join(cannot)}"
+            self.on_event(f"not rolled back: this apply {what} with no way back; apply the previous spec to return")
             return
         outputs = self._outputs(before)
         for resource in reversed([r for r in ordered if r.name in previous]):

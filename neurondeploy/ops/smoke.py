@@ -8,12 +8,15 @@ model that was sized and compiled, through the route a client uses (sagemaker-ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.manifest import Manifest, smoke_request
+from neurondeploy.planner.plan import after_apply
 from neurondeploy.serving.client import InvokeError, describe_answer, invoke
 from neurondeploy.serving.llm.client import chat
 from neurondeploy.specs import InferenceSpec
@@ -25,6 +28,17 @@ SKIP_HINT = "apply --no-smoke skips the smoke test"
 
 class SmokeTestFailed(NeurondeployError):
     exit_code = 11
+
+
+@contextlib.contextmanager
+def _unanswered() -> Iterator[None]:
+    """An invocation that got no answer (refused, unreachable) fails the smoke test with the client's own line."""
+    try:
+        yield
+    except InvokeError as exc:
+        raise SmokeTestFailed(
+            f"smoke test: {exc.message}", f"{exc.hint or 'check the endpoint'}; {SKIP_HINT}"
+        ) from None
 
 
 def _numbers(value: Any) -> list[float] | None:
@@ -104,24 +118,15 @@ def judge(answer: Any, manifest: Manifest, where: str) -> str:
 
 def smoke_encoder(target: str, manifest: Manifest, region: str | None = None) -> str:
     """Send the artifact's smoke request to ``target`` (a URL or ``sagemaker:NAME``) and judge the answer."""
-    where = target
-    try:
+    with _unanswered():
         answer = invoke(target, json.dumps(smoke_request(manifest)).encode(), region=region)
-    except InvokeError as exc:
-        raise SmokeTestFailed(
-            f"smoke test: {exc.message}", f"{exc.hint or 'check the endpoint'}; {SKIP_HINT}"
-        ) from None
-    return judge(answer, manifest, where)
+    return judge(answer, manifest, target)
 
 
 def smoke_llm(target: str, region: str | None = None) -> str:
     """A short chat to ``target``: it must answer a non-empty completion."""
-    try:
+    with _unanswered():
         answer = chat(target, SMOKE_PROMPT, on_text=lambda text: None, max_tokens=SMOKE_MAX_TOKENS, region=region)
-    except InvokeError as exc:
-        raise SmokeTestFailed(
-            f"smoke test: {exc.message}", f"{exc.hint or 'check the endpoint'}; {SKIP_HINT}"
-        ) from None
     if not answer.text.strip():
         raise SmokeTestFailed(
             f"smoke test: {target} answered an empty completion to {SMOKE_PROMPT!r} ({answer.finish_reason})",
@@ -135,10 +140,7 @@ def smoke_deployment(spec: InferenceSpec, manifest: Manifest | None) -> str:
     instances serve only once they have booted and passed the target group's health check, which apply does not
     wait for: the line says how to run the same check then."""
     if spec.deployment.platform != "sagemaker":
-        return (
-            "smoke test: not run on EC2 (its instances serve once booted and healthy behind the load balancer, "
-            f"which apply does not wait for): `neurondeploy invoke {spec.name} --data TEXT` checks it then"
-        )
+        return after_apply(spec)  # the plan's own line: why there is none, and how to run it later
     target = f"sagemaker:{spec.name}"  # the endpoint is named after the deployment
     if spec.container.llm:
         return smoke_llm(target, spec.region)
