@@ -7,6 +7,7 @@ machine allows one (root, as here and in CI), so "offline" is proven rather than
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -35,7 +36,11 @@ def no_network_prefix() -> list[str]:
 @pytest.fixture(scope="module")
 def bare_venv(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("bare")
-    built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", work, ROOT)
+    # setuptools builds in the tree's build/: two xdist workers setting this module up at once collided there
+    # ("File exists: build/bdist.linux-x86_64/wheel/neurondeploy-0.1.0.dist-info"), so they take turns.
+    with open(tmp_path_factory.getbasetemp().parent / "bare-wheel-build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", work, ROOT)
     assert built.returncode == 0, built.stderr
     venv = work / "venv"
     assert run(sys.executable, "-m", "venv", venv).returncode == 0
