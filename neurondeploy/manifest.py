@@ -61,6 +61,12 @@ class Bucket(_Model):
         return self.sequence_length if self.sequence_length is not None else self.image_size[0]
 
 
+def smallest_first(shapes) -> list[tuple[int, int]]:
+    """Bucket shapes (batch, length) by size, smallest first: the first that holds a group pads it the least. The
+    server picks buckets in this order, and the smoke test's reference is computed in the bucket it would pick."""
+    return sorted(shapes, key=lambda shape: (shape[0] * shape[1], shape))
+
+
 # What the smoke test after every deploy sends a text model (its answer is compared with the reference below).
 SMOKE_TEXT = "neurondeploy serves this model on Inferentia2 and, right now, on this machine."
 SMOKE_TOKEN_IDS = list(range(1, 9))  # a model without a tokenizer takes token ids; 1..8 is in every vocabulary

@@ -3,8 +3,8 @@
 It is computed where the artifact is compiled, from the model itself (not from the compiled modules), and stored in
 the manifest, so a deployment's answer is judged against the model: a wrong preprocessor, a module from another
 model, or a host that computes garbage all show. The request is padded to the bucket the server would pick for it
-alone (the smallest by batch × length that holds it, as ``serving.runtime.ModelRunner.pick_bucket`` does), with the
-tokenizer's own ids and pad token, as the server builds them.
+alone (the first of :func:`~neurondeploy.manifest.smallest_first` that holds it, the order
+``ModelRunner.pick_bucket`` takes them in), with the tokenizer's own ids and pad token, as the server builds them.
 
 The answer is a cache entry of its own (keyed by the model's digest, dtype, options and the bucket), so a warm
 compile still never loads the weights.
@@ -18,7 +18,7 @@ import torch
 
 from neurondeploy.compiler.cache import CompileCache, cache_key
 from neurondeploy.compiler.models import IMAGE_INPUTS, LoadedModel
-from neurondeploy.manifest import SMOKE_TEXT, SMOKE_TOKEN_IDS, SmokeReference
+from neurondeploy.manifest import SMOKE_TEXT, SMOKE_TOKEN_IDS, SmokeReference, smallest_first
 
 REFERENCE_FORMAT = 1
 SIGNIFICANT_DIGITS = 7  # float32 holds ~7; fewer digits keep the manifest's bytes stable across runs
@@ -36,7 +36,7 @@ def _token_ids(model: LoadedModel) -> tuple[str | list[int], list[int], int]:
 
 
 def _serving_bucket(buckets: list[tuple[int, int]], length: int) -> tuple[int, int]:
-    for batch, bucket_length in sorted(buckets, key=lambda shape: (shape[0] * shape[1], shape)):
+    for batch, bucket_length in smallest_first(buckets):
         if bucket_length >= length:
             return batch, bucket_length
     raise ValueError(f"no bucket holds the smoke test's {length} tokens")

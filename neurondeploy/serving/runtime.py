@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from neurondeploy.compiler.artifact import LoadedArtifact, Manifest, load_artifact
+from neurondeploy.manifest import smallest_first
 from neurondeploy.specs.inference import ServingSpec
 
 GROUP_RATE_SLACK = 0.05
@@ -52,7 +53,7 @@ class ModelRunner:
         self.serving = serving
         self.replicas: list[LoadedArtifact] = [load_artifact(artifact_dir, runtime=runtime) for _ in range(replicas)]
         self.manifest: Manifest = self.replicas[0].manifest
-        self.buckets = sorted(self.replicas[0].modules, key=lambda shape: (shape[0] * shape[1], shape))
+        self.buckets = smallest_first(self.replicas[0].modules)
         self.max_batch = max(batch for batch, _ in self.buckets)
         self.max_length = max(length for _, length in self.buckets)
         self.image = self.manifest.input_names == ["pixel_values"]
