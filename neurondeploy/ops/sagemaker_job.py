@@ -181,7 +181,10 @@ class JobToStart:
 
     @property
     def hourly_usd(self) -> float | None:
-        instance = catalog.get_instance(self.instance_type)
+        """None where the catalogue has no price, a CPU type for a cross-compile among them (it lists Neuron types)."""
+        instance = catalog.instance_types().get(self.instance_type.removeprefix("ml."))
+        if instance is None:
+            return None
         return catalog.price_per_hour(instance, self.instance_count, region=self.region, platform="sagemaker")
 
     def lines(self) -> list[str]:

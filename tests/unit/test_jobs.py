@@ -96,3 +96,16 @@ def test_status_line_carries_the_failure_reason():
         )
     )
     assert line == "j: Failed / Failed, 1:02:03 elapsed (OOM)"
+
+
+def test_a_job_on_an_instance_the_catalogue_has_no_price_for_is_still_shown():
+    """compile --remote --instance-type ml.c5.4xlarge (a CPU cross-compile the help offers) must still reach the
+    question: the cost line says no price is catalogued, instead of refusing the unknown type."""
+    from neurondeploy.ops.sagemaker_job import JobToStart
+
+    job = JobToStart([], "ml.c5.4xlarge", 1, 4 * 3600, ["the compile job's source, to s3://b/k"], "us-east-1")
+    assert job.hourly_usd is None
+    assert job.lines() == [
+        "+ the compile job's source, to s3://b/k",
+        "cost: 1 × ml.c5.4xlarge: no ml.* price catalogued for us-east-1; SageMaker stops it after 4 h",
+    ]
