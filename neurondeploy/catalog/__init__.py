@@ -13,6 +13,15 @@ from neurondeploy.catalog._data import minor, version_tuple
 from neurondeploy.catalog.containers import ContainerKind, container_kind, container_kinds, llm_container_kinds
 from neurondeploy.catalog.dlami import DEFAULT_DLAMI_PARAMETER, Dlami, dlami, dlamis
 from neurondeploy.catalog.dlc_releases import DLC_REPOSITORY, DlcRelease, dlc_releases
+from neurondeploy.catalog.hosts import (
+    SAGEMAKER_INFERENCE_AMI,
+    DriverFloor,
+    InferenceAmi,
+    driver_floor,
+    driver_refusal,
+    inference_ami,
+    inference_amis,
+)
 from neurondeploy.catalog.images import (
     ImageTag,
     dlc_account,
@@ -53,6 +62,13 @@ from neurondeploy.catalog.sdk import (
 )
 
 __all__ = [
+    "SAGEMAKER_INFERENCE_AMI",
+    "DriverFloor",
+    "InferenceAmi",
+    "driver_floor",
+    "driver_refusal",
+    "inference_ami",
+    "inference_amis",
     "DEFAULT_DLAMI_PARAMETER",
     "DLC_REPOSITORY",
     "minor",

@@ -28,6 +28,7 @@ class DlcRelease:
     neuronx_distributed: str | None = None
     neuronx_distributed_inference: str | None = None
     neuronx_distributed_training: str | None = None
+    neuron_runtime: str | None = None  # aws-neuronx-runtime-lib, "2.33.10.0": the host's Neuron driver must accept it
     preinstalled: tuple[str, ...] = ()  # what the Dockerfile's pip install commands name: "name" or "name<spec>"
 
 

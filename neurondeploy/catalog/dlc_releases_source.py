@@ -39,6 +39,7 @@ _ARGS = {
     "NEURONX_DISTRIBUTED_VERSION": "neuronx_distributed",
     "NEURONX_DISTRIBUTED_INFERENCE_VERSION": "neuronx_distributed_inference",
     "NEURONX_DISTRIBUTED_TRAINING_VERSION": "neuronx_distributed_training",
+    "NEURONX_RUNTIME_LIB_VERSION": "neuron_runtime",  # aws-neuronx-runtime-lib: what the host's driver must accept
 }
 
 
@@ -135,7 +136,7 @@ def _row(repo: Path, repository: str, line: str) -> dict | None:
         "torch": parsed["torch"],
         "ubuntu": ubuntu[1] if ubuntu else parsed["ubuntu"],
         "instances": [i.strip() for i in cells[3].split(",") if i.strip()],
-        **{field: args[arg].split("+")[0] for arg, field in _ARGS.items() if arg in args},
+        **{field: re.split(r"[+-]", args[arg])[0] for arg, field in _ARGS.items() if arg in args},
         "preinstalled": pip_installed(dockerfile, args),
         "source": f"{path} @ {git_tag}",
     }

@@ -19,6 +19,8 @@ def render_plan(plan, console) -> None:
     console.print(f"Neuron SDK [bold]{release.neuron_sdk}[/] ({how})")
     for piece in release.pieces:
         console.print(f"  {piece.role}: {escape(piece.name)}  [dim]Python {piece.python}; {escape(piece.source)}[/]")
+    if release.host:
+        console.print(f"  endpoint host: {escape(release.host)}")
     for note in release.notes:
         console.print(f"  [yellow]note[/]: {escape(note)}")
     # One block per resource, like `terraform plan`: narrow terminals stay readable.

@@ -69,6 +69,9 @@ class PlannedRelease(BaseModel):
     pinned: bool = Field(description="set by the spec's neuron_sdk_version (else the newest where every piece exists)")
     pieces: list[PlannedPiece] = Field(description="what runs the deployment, each built for neuron_sdk")
     notes: list[str] = Field(default_factory=list, description="what this release cannot do (compile --remote)")
+    host: str | None = Field(
+        default=None, description="the SageMaker host image under the serving image: its driver and the runtime's need"
+    )
 
 
 class Plan(BaseModel):
@@ -152,6 +155,7 @@ def _planned_release(release: DeploymentRelease) -> PlannedRelease:
         pinned=release.pinned,
         pieces=[PlannedPiece(**dataclasses.asdict(piece)) for piece in release.pieces],
         notes=notes,
+        host=release.host,
     )
 
 

@@ -52,6 +52,7 @@ class DeploymentRelease:
     compile_image: DlcRelease | None  # where compile --remote runs; None: no image for this release
     pinned: bool
     notes: tuple[str, ...] = ()  # what this release cannot do that the deployment may want (compile --remote)
+    host: str | None = None  # what the serving image runs on when it is not the release's own (SageMaker's host)
 
     def piece(self, role: str) -> Piece | None:
         return next((p for p in self.pieces if p.role == role), None)
@@ -65,6 +66,7 @@ class _Needs:
     dlami: catalog.Dlami | None = None
     compile_dlc: bool = False  # wanted (compile --remote), not required
     hf_purpose: str | None = None  # a Hugging Face container's catalogue image, when its tags carry their SDK
+    host: catalog.InferenceAmi | None = None  # the SageMaker host image under the serving image: its driver
 
 
 def serving_piece(spec: InferenceSpec) -> Piece | None:
@@ -99,15 +101,16 @@ def _needs(spec: Spec, dlami_parameter: str) -> _Needs:
     platform = spec.deployment.platform
     if spec.deployment.container.image_uri:
         return _Needs(path)
+    host = catalog.inference_ami() if platform == "sagemaker" else None
     if not spec.container.ours:
         purpose = spec.container.image_purpose
         with_sdk = any(tag.sdk for tag in catalog.known_tags(purpose))
-        return _Needs(path, hf_purpose=purpose if with_sdk else None)
+        return _Needs(path, hf_purpose=purpose if with_sdk else None, host=host if with_sdk else None)
     if platform == "ec2":
         known = {d.parameter: d for d in catalog.dlamis()}
         # A parameter the catalogue does not know (apply --ami-ssm-parameter): its SDK is the operator's to match.
         return _Needs(path, dlami=known.get(dlami_parameter), compile_dlc=True)
-    return _Needs(path, serving_dlc=True, compile_dlc=True)
+    return _Needs(path, serving_dlc=True, compile_dlc=True, host=host)
 
 
 def _rows(repository: str) -> dict[str, DlcRelease]:
@@ -169,7 +172,28 @@ def _pieces(needs: _Needs, version: str) -> tuple[list[Piece], list[str]]:
     refusal = _path_refusal(needs.path, version)
     if refusal:
         missing.append(refusal)
+    if needs.host is not None and pieces:
+        refusal = catalog.driver_refusal(release_runtime(version), needs.host) if release_runtime(version) else None
+        if refusal:
+            missing.append(f"the serving image: {refusal} (on EC2 it runs on its DLAMI's own driver)")
     return pieces, missing
+
+
+def release_runtime(version: str) -> str | None:
+    """The Neuron runtime (aws-neuronx-runtime-lib) release ``version`` ships: its DLCs' (every image built for a
+    release carries that release's runtime, the Hugging Face ones too: optimum-neuron installs the SDK's packages)."""
+    rows = [row for row in catalog.dlc_releases() if row.sdk == version and row.neuron_runtime]
+    return rows[-1].neuron_runtime if rows else None
+
+
+def _host_line(host: catalog.InferenceAmi, version: str) -> str:
+    runtime = release_runtime(version)
+    floor = catalog.driver_floor(runtime) if runtime else None
+    needs = f"needs driver {floor.driver}+" if floor else "no documented driver floor"
+    return (
+        f"SageMaker host image {host.name} (Neuron driver {host.neuron_driver}; {host.source}) under "
+        f"Neuron Runtime {runtime or 'unknown'} ({needs})"
+    )
 
 
 def image_holds(row: DlcRelease) -> tuple[str, ...]:
@@ -244,4 +268,5 @@ def deployment_release(spec: Spec, dlami_parameter: str = catalog.DEFAULT_DLAMI_
             f"compile --remote needs a Neuron DLC of SDK {version} and the catalogue has none: compile on a Neuron "
             "host with `neurondeploy compile`",
         )
-    return DeploymentRelease(version, tuple(pieces), compile_image, pin is not None, notes)
+    host = _host_line(needs.host, version) if needs.host is not None else None
+    return DeploymentRelease(version, tuple(pieces), compile_image, pin is not None, notes, host)

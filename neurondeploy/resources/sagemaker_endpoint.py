@@ -53,8 +53,6 @@ from neurondeploy.specs.inference import serving_env_value
 
 SERVING_REPOSITORY = "neurondeploy-serving"
 VARIANT = "AllTraffic"
-# botocore's sagemaker service-2.json, ProductionVariantInferenceAmiVersion
-INFERENCE_AMI = "al2-ami-sagemaker-inference-neuron-2"
 SAGEMAKER_PORT = 8080
 MODEL_DATA_DIR = "/opt/ml/model"  # where SageMaker unpacks ModelDataUrl in the container
 VOLUME_MIN_GIB, VOLUME_MAX_GIB = 30, 512  # ProductionVariantVolumeSizeInGB allows 1-512
@@ -230,7 +228,7 @@ def create_endpoint_config_request(spec: InferenceSpec, ctx: PlanContext) -> dic
         "InitialVariantWeight": 1.0,
         "ContainerStartupHealthCheckTimeoutInSeconds": startup_budget_s(spec, ctx),
         "ModelDataDownloadTimeoutInSeconds": deployment.model_download_timeout_s,
-        "InferenceAmiVersion": INFERENCE_AMI,
+        "InferenceAmiVersion": catalog.SAGEMAKER_INFERENCE_AMI,
     }
     volume = endpoint_volume_gib(spec, ctx)
     if volume is not None:

@@ -85,15 +85,20 @@ def test_every_piece_comes_from_one_release(template, pin):
 
 
 def test_unpinned_picks_the_newest_release_where_compile_remote_runs_too():
-    """Unpinned: the newest release; compile --remote runs in its training DLC or, from 2.31, its inference DLC."""
+    """Unpinned: the newest release whose serving image SageMaker's Neuron host can run (its driver), with
+    compile --remote in its training DLC or, from 2.31, its inference DLC."""
     sagemaker = deployment_release(load_spec(TEMPLATES[0].parent / "minilm-sagemaker.yaml").spec)
+    host = catalog.inference_ami()
     inference = [row for row in catalog.dlc_releases() if row.repository == "pytorch-inference-neuronx"]
-    assert sagemaker.sdk == max((row.sdk for row in inference), key=catalog.version_tuple)
-    # 2.31 has no training DLC: the job compiles in the release's own inference DLC, the serving image itself
-    assert sagemaker.compile_image.tag == sagemaker.piece("serving image").name
+    runnable = [row.sdk for row in inference if catalog.driver_refusal(row.neuron_runtime, host) is None]
+    assert sagemaker.sdk == max(runnable, key=catalog.version_tuple)
+    assert len(runnable) < len(inference)  # the newest images' runtime needs a newer driver than SageMaker's
+    assert sagemaker.compile_image is not None and sagemaker.compile_image.sdk == sagemaker.sdk
     # The EC2 instances' DLAMI decides theirs: its SDK line, whatever the DLC images are.
     ec2 = deployment_release(load_spec(TEMPLATES[0].parent / "minilm-ec2-alb.yaml").spec)
     assert catalog.minor(ec2.sdk) == catalog.minor(catalog.dlami(catalog.DEFAULT_DLAMI_PARAMETER).sdk)
+    # 2.31 has no training DLC: the job compiles in the release's own inference DLC, the serving image itself
+    assert ec2.compile_image.tag == next(row.tag for row in inference if row.sdk == ec2.sdk)
 
 
 def test_validate_refuses_a_pin_whose_pieces_disagree(tmp_path):
