@@ -8,8 +8,8 @@ What a spec runs on AWS, by kind and platform (the pieces):
 * an EC2 deployment of our container: the Neuron DLAMI its SSM parameter resolves to (the newest build only:
   ``catalog.dlami``) serves the artifact, so the release is that DLAMI's; ``compile --remote`` as above;
 * a SageMaker training job: the ``pytorch-training-neuronx`` DLC of the release (unless the spec names its image);
-* a Hugging Face LLM container from the catalogue: its image, built for one SDK (``data/images.yaml``; none
-  for the TGI images, whose SDK the sources do not give);
+* a Hugging Face LLM container from the catalogue: its image, built for one SDK (``data/images.yaml``: the SDK of
+  the optimum-neuron release inside it);
 * an image the spec names: no piece (the operator matches its SDK).
 
 The artifact's Neuron SDK (its manifest, its compile cache key) is the release's. Unpinned, a spec gets the newest

@@ -109,3 +109,25 @@ def test_validate_refuses_a_pin_whose_pieces_disagree(tmp_path):
     assert result.returncode != 0 and "Traceback" not in result.stderr
     out = result.stdout + result.stderr
     assert "neuron_sdk_version" in out and "DLAMI" in out and "2.31" in out
+
+
+def test_a_tgi_endpoint_runs_the_release_its_optimum_neuron_is_built_for(tmp_path):
+    """The TGI images' tags name no SDK: each is its optimum-neuron release's (version.py's __sdk_version__), so an
+    hf-tgi spec resolves to one of them, and a pin between them is refused naming those that have an image."""
+    text = (TEMPLATES[0].parent / "llama3-8b-vllm-sagemaker.yaml").read_text().replace("kind: hf-vllm", "kind: hf-tgi")
+    text = re.sub(r"^\s+(image_uri|env|HF_TOKEN):.*\n", "", text, flags=re.M)
+    (tmp_path / "tgi.yaml").write_text(text)
+    spec = load_spec(tmp_path / "tgi.yaml").spec
+    tags = {tag.sdk: tag.tag for tag in catalog.known_tags("tgi")}
+    release = deployment_release(spec)
+    assert release.sdk == max(tags, key=catalog.version_tuple)
+    assert release.piece("serving image").name == tags[release.sdk]
+    oldest = min(tags, key=catalog.version_tuple)
+    assert (
+        deployment_release(spec.model_copy(update={"neuron_sdk_version": oldest})).piece("serving image").name
+        == (tags[oldest])
+    )
+    with pytest.raises(CatalogError) as refused:
+        deployment_release(spec.model_copy(update={"neuron_sdk_version": "2.26.1"}))
+    assert "huggingface-pytorch-tgi-inference" in refused.value.message
+    assert set(re.findall(r"\d+\.\d+\.\d+", refused.value.hint)) == set(tags)
