@@ -10,7 +10,9 @@ What a spec runs on AWS, by kind and platform (the pieces):
 * a SageMaker training job: the ``pytorch-training-neuronx`` DLC of the release (unless the spec names its image);
 * a Hugging Face LLM container from the catalogue: its image, built for one SDK (``data/images.yaml``: the SDK of
   the optimum-neuron release inside it);
-* an image the spec names: no piece (the operator matches its SDK).
+* an image the spec names for a Hugging Face kind: taken as infra/hf-secrets/Dockerfile builds it, FROM that
+  kind's catalogue image, whose release it runs;
+* any other image the spec names: no piece (the operator matches its SDK).
 
 The artifact's Neuron SDK (its manifest, its compile cache key) is the release's. Unpinned, a spec gets the newest
 release in which every piece exists, preferring one where ``compile --remote`` can run too; pinned
@@ -67,6 +69,7 @@ class _Needs:
     compile_dlc: bool = False  # wanted (compile --remote), not required
     hf_purpose: str | None = None  # a Hugging Face container's catalogue image, when its tags carry their SDK
     host: catalog.InferenceAmi | None = None  # the SageMaker host image under the serving image: its driver
+    wrapper: str | None = None  # the spec's image, built FROM the hf_purpose image (infra/hf-secrets)
 
 
 def serving_piece(spec: InferenceSpec) -> Piece | None:
@@ -99,13 +102,16 @@ def _needs(spec: Spec, dlami_parameter: str) -> _Needs:
         return _Needs(path, training_dlc=on_sagemaker)
     assert isinstance(spec, InferenceSpec)
     platform = spec.deployment.platform
-    if spec.deployment.container.image_uri:
+    image_uri = spec.deployment.container.image_uri
+    if image_uri and spec.container.ours:
         return _Needs(path)
     host = catalog.inference_ami() if platform == "sagemaker" else None
     if not spec.container.ours:
         purpose = spec.container.image_purpose
         with_sdk = any(tag.sdk for tag in catalog.known_tags(purpose))
-        return _Needs(path, hf_purpose=purpose if with_sdk else None, host=host if with_sdk else None)
+        if not with_sdk:
+            return _Needs(path)
+        return _Needs(path, hf_purpose=purpose, host=host, wrapper=image_uri)
     if platform == "ec2":
         known = {d.parameter: d for d in catalog.dlamis()}
         # A parameter the catalogue does not know (apply --ami-ssm-parameter): its SDK is the operator's to match.
@@ -160,7 +166,10 @@ def _pieces(needs: _Needs, version: str) -> tuple[list[Piece], list[str]]:
         if tags:
             python = re.search(r"-py(\d)(\d+)-", tags[-1].tag)
             version_of_python = f"{python[1]}.{python[2]}" if python else "unknown"
-            pieces.append(Piece("serving image", tags[-1].tag, version, version_of_python, tags[-1].source))
+            name, source = tags[-1].tag, tags[-1].source
+            if needs.wrapper:
+                name, source = needs.wrapper, f"built FROM {name} as infra/hf-secrets/Dockerfile builds it; {source}"
+            pieces.append(Piece("serving image", name, version, version_of_python, source))
         else:
             missing.append(f"no {tags_repository(needs.hf_purpose)} image")
     if needs.dlami is not None:

@@ -69,9 +69,12 @@ def test_every_piece_comes_from_one_release(template, pin):
         elif any(row.tag == piece.name for row in catalog.dlc_releases()):
             row = dlc_row(piece.name)
             assert (row.sdk, row.python) == (release.sdk, piece.python)
-        else:  # a Hugging Face image of the catalogue, built for this release
+        else:  # a Hugging Face image of the catalogue built for this release, or the spec's image built FROM it
             purpose = loaded.spec.container.image_purpose
-            assert [t.sdk for t in catalog.known_tags(purpose) if t.tag == piece.name] == [release.sdk]
+            base = piece.name
+            if piece.name == loaded.spec.deployment.container.image_uri:
+                base = re.match(r"built FROM (\S+) ", piece.source)[1]
+            assert [t.sdk for t in catalog.known_tags(purpose) if t.tag == base] == [release.sdk]
             assert piece.name in plan
     spec = loaded.spec
     if spec.kind == "inference" and spec.container.ours:
@@ -131,3 +134,15 @@ def test_a_tgi_endpoint_runs_the_release_its_optimum_neuron_is_built_for(tmp_pat
         deployment_release(spec.model_copy(update={"neuron_sdk_version": "2.26.1"}))
     assert "huggingface-pytorch-tgi-inference" in refused.value.message
     assert set(re.findall(r"\d+\.\d+\.\d+", refused.value.hint)) == set(tags)
+
+
+def test_the_secrets_wrapper_runs_the_release_of_the_image_it_is_built_from():
+    """The vLLM template names its infra/hf-secrets image: built FROM the catalogue's hf-vllm image, so the
+    deployment (its export's SDK, the host check) is that image's release, not the newest the path allows."""
+    spec = load_spec(TEMPLATES[0].parent / "llama3-8b-vllm-sagemaker.yaml").spec
+    release = deployment_release(spec)
+    (vllm,) = catalog.known_tags("vllm")
+    assert release.sdk == vllm.sdk
+    assert release.piece("serving image").name == spec.deployment.container.image_uri
+    assert f"built FROM {vllm.tag} " in release.piece("serving image").source
+    assert release.host and catalog.SAGEMAKER_INFERENCE_AMI in release.host
