@@ -152,7 +152,9 @@ def precompiled_context(
     loaded: LoadedSpec, transport: AwsTransport, cache_s3: str | None, on_event: Callable[[str], None]
 ) -> dict:
     """An LLM endpoint on SageMaker: the model `compile --remote` exported, if the S3 cache has it, as the plan
-    context that points the endpoint at it (and shrinks its startup budget to what loading needs)."""
+    context that points the endpoint at it (and shrinks its startup budget to what loading needs). Without one,
+    apply stops here, before anything is created, unless the spec chose to start from the Hugging Face Neuron cache
+    (``deployment.container.start_from_neuron_cache``)."""
     spec = loaded.spec
     if spec.kind != "inference" or not spec.container.llm:
         return {}
@@ -163,14 +165,19 @@ def precompiled_context(
     key = llm_artifact_key(spec, container_image(spec, ctx))
     try:
         size = find_precompiled(cache_uri, key)
+        missing = f"no model exported by compile --remote in {cache_uri} (key {key[:16]})"
     except AwsCallError as exc:
-        on_event(f"compile cache: {exc.message}; {NO_EXPORT}")
-        return {}
+        size, missing = None, f"compile cache: {exc.message}"
     if size is None:
-        on_event(
-            f"no model exported by compile --remote in {cache_uri} (key {key[:16]}): {NO_EXPORT}, within "
-            f"{spec.deployment.health_check_timeout_s} s"
-        )
+        if not spec.deployment.container.start_from_neuron_cache:
+            raise PlanError(
+                f"{missing}: the container would start only if the Hugging Face Neuron cache has this model "
+                "compiled at these shapes, and refuse to start otherwise, after the endpoint was created; nothing "
+                "was created",
+                f"run `neurondeploy compile {loaded.source.file} --remote` first, or set "
+                "deployment.container.start_from_neuron_cache: true to start from that cache",
+            )
+        on_event(f"{missing}: {NO_EXPORT}, within {spec.deployment.health_check_timeout_s} s")
         return {}
     prefix = precompiled_prefix(cache_uri, key)
     budget, why = load_budget(size, endpoint_volume_gib(spec, ctx))

@@ -410,12 +410,22 @@ def _precompile_advice(loaded: LoadedSpec) -> Iterable[Finding]:
     budget, why = load_budget(int(weights), volume_for(loaded.spec, weights / 2**30))
     model = loaded.spec.model
     named = model.hf_model_id or f"the model at {model.path or model.s3_uri or f'training job {model.training_job}'}"
+    exported = f"exported, apply points the endpoint at it in S3 and loading needs about {budget} s ({why})"
+    if not loaded.spec.deployment.container.start_from_neuron_cache:
+        yield warning(
+            "deployment.container",
+            f"apply refuses to deploy {named} until compile --remote has exported it at these shapes (the container "
+            "does not compile on the instance, and starts from the Hugging Face Neuron cache only if that has it); "
+            + exported,
+            f"run `neurondeploy compile {loaded.source.file} --remote` before apply",
+        )
+        return
     yield warning(
         "deployment.health_check_timeout_s",
         f"without a model exported by compile --remote the container starts only if the Hugging Face Neuron cache "
         f"(aws-neuron/optimum-neuron-cache) has {named} compiled at these shapes, and "
         "refuses to start otherwise (it does not compile on the instance without --allow_non_cached_model); "
-        f"exported, apply points the endpoint at it in S3 and loading needs about {budget} s ({why})",
+        + exported,
         f"run `neurondeploy compile {loaded.source.file} --remote` before apply",
     )
 

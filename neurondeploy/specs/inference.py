@@ -403,6 +403,15 @@ class ContainerSpec(StrictModel):
             pattern=IMAGE_URI_PATTERN,
         ),
     ] = None
+    start_from_neuron_cache: Annotated[
+        bool,
+        Field(
+            description="A Hugging Face LLM container on SageMaker with no model exported by `neurondeploy compile "
+            "SPEC --remote`: true starts it from the Hugging Face Neuron cache's compiled configuration of the model "
+            "at these shapes (the container refuses to start if the cache has none, after the endpoint was created "
+            "and billed); false (the default): apply refuses to deploy until compile --remote has exported it."
+        ),
+    ] = False
     env: Annotated[
         dict[str, str | SecretReference],
         Field(

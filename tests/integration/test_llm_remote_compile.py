@@ -54,13 +54,19 @@ def create_training_job_calls(aws) -> int:
     return len(aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"])
 
 
-def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sagemaker_world, tmp_path):  # noqa: F811
-    aws = sagemaker_world
+def vllm_spec(aws, tmp_path):
+    """The template with its token in moto's Secrets Manager: the spec file, the secret's ARN, the CLI's
+    environment (a local compile cache of its own) and a state file."""
     arn = aws.client("secretsmanager").create_secret(Name="hf-token", SecretString=TOKEN)["ARN"]
     spec = tmp_path / "llama3-8b.yaml"
     spec.write_text(TEMPLATE.read_text().replace(TEMPLATE_ARN, arn))
     env = {**os.environ, "NEURONDEPLOY_CACHE_DIR": str(tmp_path / "laptop-cache")}
-    state = str(tmp_path / "state.db")
+    return spec, arn, env, str(tmp_path / "state.db")
+
+
+def test_llm_compile_remote_exports_in_a_job_caches_in_s3_and_apply_loads_it(sagemaker_world, tmp_path):  # noqa: F811
+    aws = sagemaker_world
+    spec, arn, env, state = vllm_spec(aws, tmp_path)
 
     started = run_cli("compile", str(spec), "--remote", "--no-wait", "--yes", "--json", "--state", state, env=env)
     assert started.returncode == 0, started.stderr
@@ -207,3 +213,30 @@ def test_an_export_that_fails_stores_nothing_and_the_job_fails(aws, tmp_path):
     assert "optimum-cli export neuron exited 1" in ran.stderr and "gated repo" in ran.stderr
     assert "Traceback" not in ran.stderr
     assert "Contents" not in aws.client("s3").list_objects_v2(Bucket=BUCKET, Prefix=f"compile-cache/{key}/")
+
+
+def test_apply_without_an_export_refuses_unless_the_spec_starts_from_the_neuron_cache(sagemaker_world, tmp_path):
+    """Without compile --remote's export, the container starts only if the Hugging Face Neuron cache has the model
+    at these shapes (optimum-neuron refuses to compile on the instance): apply stops in one line, before anything is
+    created, naming compile --remote; a spec that sets start_from_neuron_cache deploys from that cache."""
+    aws = sagemaker_world
+    spec, arn, env, state = vllm_spec(aws, tmp_path)
+
+    refused = run_cli("apply", str(spec), "--yes", "--no-smoke", "--state", state, env=env)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "no model exported by compile --remote" in errors[0], refused.stderr
+    assert f"neurondeploy compile {spec} --remote" in errors[0] and "start_from_neuron_cache: true" in errors[0]
+    assert aws.client("sagemaker").list_models()["Models"] == []
+    assert aws.client("iam").list_roles()["Roles"] == [] and StateStore(tmp_path / "state.db").names() == []
+
+    spec.write_text(
+        spec.read_text().replace("    kind: hf-vllm\n", "    kind: hf-vllm\n    start_from_neuron_cache: true\n")
+    )
+    applied = run_cli("apply", str(spec), "--yes", "--no-smoke", "--state", state, env=env)
+    assert applied.returncode == 0, applied.stderr
+    assert "starts from the Hugging Face Neuron cache's compiled configuration" in applied.stderr
+    (model,) = aws.client("sagemaker").list_models()["Models"]
+    container = aws.client("sagemaker").describe_model(ModelName=model["ModelName"])["PrimaryContainer"]
+    assert container["Environment"]["SM_ON_MODEL"] == "meta-llama/Llama-3.1-8B-Instruct"  # from the Hub
+    assert "ModelDataUrl" not in container

@@ -18,7 +18,7 @@ from neurondeploy.resources.precompiled import load_budget
 from neurondeploy.resources.sagemaker_compile import CompileJob, compile_deployment, compile_job_resources
 from neurondeploy.resources.sagemaker_endpoint import create_endpoint_config_request, create_model_request
 from neurondeploy.resources.validation import check_request
-from neurondeploy.specs import load_spec
+from neurondeploy.specs import load_spec, parse_spec
 from neurondeploy.specs.inference import ModelArchitecture
 
 REPO = Path(__file__).parents[2]
@@ -132,7 +132,12 @@ def test_hf_revision_without_hf_model_id_is_one_line(tmp_path):
 def test_plan_says_the_container_refuses_a_model_the_neuron_cache_has_no_configuration_for():
     """optimum-neuron's serve exports only from a cached configuration unless --allow_non_cached_model: without an
     export the endpoint does not compile on the instance, and plan says so with the fix (it said it would)."""
-    (advice,) = [f for f in run_checks(load_spec(VLLM)) if f.field == "deployment.health_check_timeout_s"]
+    (refusal,) = [f for f in run_checks(load_spec(VLLM)) if f.field == "deployment.container"]
+    assert "apply refuses to deploy meta-llama/Llama-3.1-8B-Instruct until compile --remote" in refusal.message
+    assert "compile" in refusal.hint and "--remote" in refusal.hint
+    text = VLLM.read_text().replace("    kind: hf-vllm\n", "    kind: hf-vllm\n    start_from_neuron_cache: true\n")
+    from_cache = parse_spec(text, file=str(VLLM))
+    (advice,) = [f for f in run_checks(from_cache) if f.field == "deployment.health_check_timeout_s"]
     assert "refuses to start otherwise" in advice.message and "--allow_non_cached_model" in advice.message
     assert "compiles it at start" not in advice.message
     assert "compile" in advice.hint and "--remote" in advice.hint

@@ -111,9 +111,9 @@ def test_the_precompile_warning_names_a_model_that_is_not_on_the_hub():
     loaded = load_spec(Path(__file__).parents[2] / "templates" / "llama3-8b-vllm-sagemaker.yaml")
     text = Path(loaded.source.file).read_text()
     for source, named in (
-        ("s3_uri: s3://models/llama3-8b/model.tar.gz", "has the model at s3://models/llama3-8b/model.tar.gz compiled"),
-        ("training_job: llama-pretrain-20261206", "has the model at training job llama-pretrain-20261206 compiled"),
+        ("s3_uri: s3://models/llama3-8b/model.tar.gz", "deploy the model at s3://models/llama3-8b/model.tar.gz until"),
+        ("training_job: llama-pretrain-20261206", "deploy the model at training job llama-pretrain-20261206 until"),
     ):
         changed = parse_spec(text.replace("hf_model_id: meta-llama/Llama-3.1-8B-Instruct", source), file="s.yaml")
-        said = [f.message for f in run_checks(changed) if f.field == "deployment.health_check_timeout_s"]
+        said = [f.message for f in run_checks(changed) if f.field == "deployment.container"]
         assert said and named in said[0] and "None" not in said[0], said
