@@ -5,6 +5,7 @@ constraints of its runtime dependencies)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -16,6 +17,15 @@ from neurondeploy.resources.sagemaker_endpoint import DLC_CODE_DIR, DLC_PROGRAM
 from neurondeploy.wheel import ToolkitWheel
 
 HANDLER = "from neurondeploy.serving.sagemaker_handler import model_fn, transform_fn  # noqa: F401\n"
+# TorchServe's own handler for the model directory (its ModelArchive reads MAR-INF/MANIFEST.json there before the
+# default service handler the toolkit configures): ours, which batches (serving/sagemaker_handler.handle). Version
+# 1.0 is the one the toolkit's per-model config names (sagemaker_pytorch_serving_container/torchserve.py).
+TORCHSERVE_MANIFEST = {
+    "createdOn": "01/01/2026 00:00:00",
+    "runtime": "python",
+    "model": {"modelName": "model", "handler": "neurondeploy.serving.sagemaker_handler:handle", "modelVersion": "1.0"},
+    "archiverVersion": "0.11.0",
+}
 
 
 def requirements(wheel: ToolkitWheel) -> str:
@@ -47,4 +57,6 @@ def dlc_model_dir(artifact_dir: Path, wheel: ToolkitWheel, image: Piece | None) 
     (code / "requirements.txt").write_text(requirements(wheel))
     (code / CONSTRAINTS_FILE).write_text(target_constraints(wheel.constraints, image))
     (code / wheel.filename).write_bytes(wheel.data)
+    (target / "MAR-INF").mkdir()
+    (target / "MAR-INF" / "MANIFEST.json").write_text(json.dumps(TORCHSERVE_MANIFEST, indent=2))
     return target

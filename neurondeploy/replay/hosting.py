@@ -72,13 +72,16 @@ class HostedContainer:
     notes: list[str] = field(default_factory=list)
 
     def invoke(self, body: bytes, content_type: str = "application/json", accept: str = "application/json") -> dict:
-        """InvokeEndpoint's shape: ``{"Body": bytes, "ContentType": str}``; a non-2xx answer is ModelError's."""
+        """InvokeEndpoint's shape: ``{"Body": bytes, "ContentType": str}``, and ``CustomAttributes`` when the container
+        set them (its X-Amzn-SageMaker-Custom-Attributes header); a non-2xx answer is ModelError's."""
         request = urllib.request.Request(
             f"{self.url}/invocations", body, {"Content-Type": content_type, "Accept": accept}
         )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
-                return {"Body": response.read(), "ContentType": response.headers.get("Content-Type", "")}
+                answer = {"Body": response.read(), "ContentType": response.headers.get("Content-Type", "")}
+                attributes = response.headers.get("X-Amzn-SageMaker-Custom-Attributes")
+                return answer | ({"CustomAttributes": attributes} if attributes else {})
         except urllib.error.HTTPError as exc:
             raise ReplayError(
                 f"ModelError: the container answered {exc.code}: {exc.read()[:300]!r}", "see the container's log"

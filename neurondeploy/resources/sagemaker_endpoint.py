@@ -123,11 +123,30 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
                     catalog.replicas_per_instance(deployment.instance_type, deployment.tensor_parallel)
                 ),
                 "NEURON_RT_NUM_CORES": str(deployment.tensor_parallel),
+                **torchserve_batching(spec),
             }
         )
     if uses_precompiled(spec, ctx):  # loaded from /opt/ml/model: no Hub id, no Hub token
         return {**env, **precompiled_env(spec), **without_hub_token(spec).deployment.container.runtime_env()}
     return {**env, **spec.deployment.container.runtime_env()}  # secrets as references only
+
+
+def torchserve_batching(spec: InferenceSpec) -> dict[str, str]:
+    """TorchServe's batching of the model, which the DLC's toolkit writes into its config when any of these is set
+    (sagemaker_pytorch_serving_container/ts_environment.py, torchserve.py): up to the largest compiled batch of
+    requests, waiting at most serving.max_batch_delay_ms for them; our handler runs them in the compiled buckets
+    (serving/sagemaker_handler.handle). Set, they replace the worker count the toolkit would take from
+    SAGEMAKER_MODEL_SERVER_WORKERS, so min and max workers are that same count; the response timeout is 60 s,
+    InvokeEndpoint's own limit (the SageMaker developer guide: a container must answer within 60 seconds)."""
+    deployment = spec.deployment
+    workers = str(catalog.replicas_per_instance(deployment.instance_type, deployment.tensor_parallel))
+    return {
+        "SAGEMAKER_TS_BATCH_SIZE": str(max(spec.compile.batch_sizes)),
+        "SAGEMAKER_TS_MAX_BATCH_DELAY": str(round(spec.serving.max_batch_delay_ms)),
+        "SAGEMAKER_TS_MIN_WORKERS": workers,
+        "SAGEMAKER_TS_MAX_WORKERS": workers,
+        "SAGEMAKER_TS_RESPONSE_TIMEOUT": "60",
+    }
 
 
 def _environment_value(spec: InferenceSpec, value: str) -> str:

@@ -5,8 +5,15 @@ On the Neuron inference DLC (``pytorch-inference-neuronx``), SageMaker's ``serve
 handler service, which installs ``code/requirements.txt`` from the model archive (this toolkit's wheel, shipped in it)
 and imports ``code/inference.py`` (``SAGEMAKER_PROGRAM``), which re-exports ``model_fn`` and ``transform_fn`` (the
 toolkit refuses ``transform_fn`` beside the other three). The artifact is the rest
-of model.tar.gz; requests and answers are the same JSON as ``neurondeploy serve``'s. TorchServe hands requests over one
-by one, so batching is TorchServe's, not neurondeploy's batcher.
+of model.tar.gz; requests and answers are the same JSON as ``neurondeploy serve``'s.
+
+The toolkit's own handler calls ``transform_fn`` once per request, in turn, even for a batch TorchServe gathered
+(sagemaker_inference/transformer.py, ``Transformer.transform``), so behind it nothing is batched. model.tar.gz
+therefore names :func:`handle` as the model's TorchServe handler (``MAR-INF/MANIFEST.json``, which TorchServe reads
+for a model directory ahead of its default service handler): TorchServe gathers up to ``SAGEMAKER_TS_BATCH_SIZE``
+requests within ``SAGEMAKER_TS_MAX_BATCH_DELAY`` ms (the toolkit writes both into the model's TorchServe config) and
+:func:`handle` runs all of their inputs in the fewest compiled buckets. ``model_fn`` / ``transform_fn`` stay for the
+toolkit's handler (an archive without the manifest).
 """
 
 from __future__ import annotations
@@ -102,6 +109,65 @@ def transform_fn(runner: ModelRunner, body: bytes | str, content_type: str, acce
     try:
         return output_fn(predict_fn(input_fn(body, content_type), runner), accept), JSON
     except (BadRequest, Unsupported) as exc:
-        status = getattr(exc, "status", HTTPStatus.BAD_REQUEST)
-        context.set_response_status(code=int(status), phrase=HTTPStatus(status).phrase)
-        return json.dumps({"error": str(exc)}), JSON
+        return _refused(context, 0, exc), JSON
+
+
+CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"  # the SageMaker runtime's response CustomAttributes
+BATCHED_WITH = "neurondeploy-batched-requests"
+_RUNNER: dict[str, ModelRunner] = {}  # the worker's one runner, loaded at TorchServe's initialize call
+
+
+def handle(data: list[dict] | None, context: Any) -> list[str] | None:
+    """TorchServe's entry point: ``data`` is the batch TorchServe gathered, one dict per request (its body under
+    "body", already parsed when it was sent as JSON: ts/protocol/otf_message_handler.py), or None for the call that
+    loads the model. Every input of every request goes through the fewest compiled buckets; each request gets its
+    own answer, or its own 4xx with a one-line JSON error."""
+    if "runner" not in _RUNNER:
+        _RUNNER["runner"] = model_fn(context.system_properties["model_dir"])
+    if data is None:
+        return None
+    runner = _RUNNER["runner"]
+    answers = [""] * len(data)
+    accepted: list[tuple[int, int, bool]] = []  # (request index, how many items, single)
+    items: list = []
+    for index, request in enumerate(data):
+        try:
+            payload = _payload(request.get("body", request.get("data")), _content_type(context, index))
+            request_items, single = runner.parse(payload)
+        except (BadRequest, Unsupported) as exc:
+            answers[index] = _refused(context, index, exc)
+            continue
+        accepted.append((index, len(request_items), single))
+        items += request_items
+    outputs: list[Any] = []
+    for start in range(0, len(items), runner.max_batch):
+        outputs += runner.run(0, items[start : start + runner.max_batch])
+    for index, count, single in accepted:
+        mine, outputs = outputs[:count], outputs[count:]
+        answers[index] = output_fn(mine[0] if single else mine)
+        context.set_response_content_type(index, JSON)
+        # InvokeEndpoint returns this header to the caller as CustomAttributes: how many requests shared the run
+        context.set_response_header(index, CUSTOM_ATTRIBUTES, f"{BATCHED_WITH}={len(accepted)}")
+    return answers
+
+
+def _content_type(context: Any, index: int) -> str:
+    headers = {key.lower(): value for key, value in (context.get_all_request_header(index) or {}).items()}
+    return headers.get("content-type") or JSON
+
+
+def _payload(body: Any, content_type: str) -> Any:
+    """The request as parsed JSON: TorchServe parsed it already unless it was not JSON (bytes) or text (str)."""
+    if isinstance(body, (bytes, bytearray, str)):
+        return input_fn(bytes(body) if isinstance(body, bytearray) else body, content_type)
+    if content_type and not content_type.startswith(JSON):
+        raise Unsupported(415, f"Content-Type {content_type} is not supported; send {JSON}")
+    return body
+
+
+def _refused(context: Any, index: int, exc: Exception) -> str:
+    """Request ``index``'s own status and one-line JSON error (TorchServe's Context, the toolkit's too)."""
+    status = getattr(exc, "status", HTTPStatus.BAD_REQUEST)
+    context.set_response_status(code=int(status), phrase=HTTPStatus(status).phrase, idx=index)
+    context.set_response_content_type(index, JSON)
+    return json.dumps({"error": str(exc)})

@@ -10,6 +10,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,8 @@ def test_the_replayed_endpoint_answers_eager_pytorchs_embeddings(applied, tmp_pa
         )
         assert json.loads(found.stdout) == stack.versions
         assert any(note.startswith("serving stack: torchserve 0.11.0") for note in hosted.notes), hosted.notes
+        described = _described(hosted)
+        assert (described["batchSize"], described["minWorkers"]) == (8, 2), json.dumps(described)  # the spec's
         # A wrong request gets what `neurondeploy serve` answers: 4xx and one line of JSON, no traceback (the
         # toolkit's own answer to a raised error is 500 with the traceback in the body).
         for body, content_type, status in [
@@ -108,6 +111,16 @@ def test_the_replayed_endpoint_answers_eager_pytorchs_embeddings(applied, tmp_pa
         expected = eager_embeddings(artifact, load_model(loaded.spec, loaded.base_dir).module, TEXTS)
         assert got.shape == (3, 384)
         assert torch.allclose(got, expected, atol=1e-5), (got - expected).abs().max()
+        # Served by our handler, which batches what TorchServe gathers (the toolkit's would call transform_fn once
+        # per request): requests sent together share runs, each still answered with its own embedding.
+        assert answer["CustomAttributes"] == "neurondeploy-batched-requests=1"
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(lambda text: hosted.invoke(json.dumps({"inputs": text}).encode()), TEXTS * 8))
+        shared = [int(a["CustomAttributes"].rpartition("=")[2]) for a in answers]
+        assert max(shared) > 1, shared
+        for text, each in zip(TEXTS * 8, answers):
+            alone = torch.tensor(json.loads(each["Body"]))
+            assert torch.allclose(alone, expected[TEXTS.index(text)], atol=1e-5)
         assert any("CPU stand-in" in note for note in hosted.notes)
     finally:
         hosted.stop()
@@ -165,10 +178,14 @@ def _post(url: str, body: bytes, content_type: str) -> tuple[int, bytes]:
         return exc.code, exc.read()
 
 
-def _workers(hosted) -> list[dict]:
-    """TorchServe's own view of the model's workers (its management API, on the replay's address)."""
+def _described(hosted) -> dict:
+    """TorchServe's own view of the model (its management API, on the replay's address)."""
     with urllib.request.urlopen(f"{hosted.url}/models/model", timeout=10) as response:
-        return json.loads(response.read())[0]["workers"]
+        return json.loads(response.read())[0]
+
+
+def _workers(hosted) -> list[dict]:
+    return _described(hosted)["workers"]
 
 
 def _until(predicate, timeout_s: float):
