@@ -264,9 +264,13 @@ def start_container(
 def replay_endpoint(transport: AwsTransport, endpoint_name: str, root: Path, *, port: int | None = None):
     """What SageMaker holds for ``endpoint_name`` (DescribeEndpoint, its config and model), replayed in ``root``."""
     endpoint = transport.call("sagemaker", "DescribeEndpoint", {"EndpointName": endpoint_name})
-    config = transport.call(
-        "sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": endpoint["EndpointConfigName"]}
-    )
+    return replay_config(transport, endpoint["EndpointConfigName"], root, port=port)
+
+
+def replay_config(transport: AwsTransport, config_name: str, root: Path, *, port: int | None = None):
+    """An endpoint config's first variant and its model, replayed in ``root`` (what SageMaker starts for an
+    endpoint moving to that config)."""
+    config = transport.call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": config_name})
     variant = config["ProductionVariants"][0]
     model = transport.call("sagemaker", "DescribeModel", {"ModelName": variant["ModelName"]})
     container = model["PrimaryContainer"]
