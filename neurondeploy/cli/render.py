@@ -23,6 +23,10 @@ def render_plan(plan, console) -> None:
         console.print(f"  endpoint host: {escape(release.host)}")
     for note in release.notes:
         console.print(f"  [yellow]note[/]: {escape(note)}")
+    if plan.before_apply:
+        console.print("[bold]before apply[/]:")
+        for line in plan.before_apply:
+            console.print(f"  {escape(line)}")
     # One block per resource, like `terraform plan`: narrow terminals stay readable.
     for resource in plan.resources:
         after = f"  [dim]after {', '.join(resource.depends_on)}[/]" if resource.depends_on else ""

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from neurondeploy import catalog
+from neurondeploy.planner.before_apply import before_apply
 from neurondeploy.planner.checks import refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.cost import Cost, plan_cost
@@ -90,6 +91,11 @@ class Plan(BaseModel):
     shared: list[PlannedResource] = Field(default_factory=list)
     request_count: int
     validated_count: int
+    before_apply: list[str] = Field(
+        default_factory=list,
+        description="what must be true for apply to succeed: where the Neuron artifact comes from and what making it "
+        "costs, the Service Quotas the account needs, what apply uploads",
+    )
     after_apply: str | None = Field(
         default=None, description="what apply checks once the deployment is up (the smoke test), or why it cannot"
     )
@@ -197,6 +203,7 @@ def build_plan(loaded: LoadedSpec) -> Plan:
         shared=[_planned_resource(resource) for resource in shared_resources(spec, ctx, resources)],
         request_count=len(requests),
         validated_count=sum(r.validated for r in requests),
+        before_apply=before_apply(loaded),
         after_apply=after_apply(spec),
     )
 
