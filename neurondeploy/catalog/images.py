@@ -19,6 +19,8 @@ class ImageTag:
     sdk: str | None  # Neuron SDK version the image ships; None when the facts do not say
     source: str
     confirmed: bool
+    # model_type values (config.json) its optimum-neuron serves for text-generation; empty: not catalogued
+    text_generation_models: tuple[str, ...] = ()
 
 
 def _images() -> dict:
@@ -104,7 +106,15 @@ def known_tags(purpose: str) -> tuple[ImageTag, ...]:
         ]
     else:
         tags = [
-            ImageTag(purpose, spec["repository"], row["tag"], row["sdk"], row["source"], row["confirmed"])
+            ImageTag(
+                purpose,
+                spec["repository"],
+                row["tag"],
+                row["sdk"],
+                row["source"],
+                row["confirmed"],
+                tuple(row.get("text_generation_models", ())),
+            )
             for row in spec["tags"]
         ]
     return tuple(sorted(tags, key=lambda t: version_tuple(t.sdk) if t.sdk else ()))

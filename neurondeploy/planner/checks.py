@@ -563,6 +563,38 @@ def check_architecture_agrees(loaded: LoadedSpec) -> Iterable[Finding]:
         )
 
 
+def check_model_family(loaded: LoadedSpec) -> Iterable[Finding]:
+    """A Hugging Face LLM container serves the model types its optimum-neuron registers for text-generation
+    (data/images.yaml, read from optimum-neuron at the image's version); another type fails when the container
+    loads it, after the endpoint was created. A warning, not a refusal: `apply --local`'s stand-in serves any
+    causal LM (the train -> serve template's GPT-2 among them)."""
+    spec = loaded.spec
+    found = None if spec.kind != "inference" or spec.container.ours else _model_config(loaded)
+    model_type = found[0].get("model_type") if found else None
+    if not isinstance(model_type, str):
+        return
+    try:
+        release = deployment_release(spec)
+    except CatalogError:
+        return  # check_sdk says why
+    image = next(
+        (
+            tag
+            for tag in catalog.known_tags(spec.container.image_purpose)
+            if tag.sdk == release.sdk and tag.text_generation_models
+        ),
+        None,
+    )
+    if image is not None and model_type not in image.text_generation_models:
+        yield warning(
+            "model.path",
+            f"the {spec.container.name} image {image.tag} serves text-generation models of type "
+            f"{', '.join(image.text_generation_models)} (its optimum-neuron's own list); the model at "
+            f"{spec.model.path} is {model_type}, which its container refuses to load on AWS",
+            "serve a model of one of those types there (apply --local's stand-in serves it either way)",
+        )
+
+
 def _model_config(loaded: LoadedSpec) -> tuple[dict, Path] | None:
     """(config.json of a Hugging Face model directory, its path), or None when there is none to read."""
     if loaded.spec.model.source_kind != "hf-directory":
@@ -683,6 +715,7 @@ CHECKS: dict[str, list[Check]] = {
         check_parallel_layout,
         check_model_path,
         check_architecture_agrees,
+        check_model_family,
         check_sequence_lengths,
         check_image_size,
         check_inference_fit,

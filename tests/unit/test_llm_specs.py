@@ -117,3 +117,29 @@ def test_the_precompile_warning_names_a_model_that_is_not_on_the_hub():
         changed = parse_spec(text.replace("hf_model_id: meta-llama/Llama-3.1-8B-Instruct", source), file="s.yaml")
         said = [f.message for f in run_checks(changed) if f.field == "deployment.container"]
         assert said and named in said[0] and "None" not in said[0], said
+
+
+def test_a_model_type_the_llm_image_does_not_serve_is_said_at_validate(tmp_path):
+    """The hf-vllm image's optimum-neuron serves the text-generation model types it registers (catalogued from its
+    source at that version): a GPT-2 (what the train -> serve template trains today) is said before anything runs,
+    a Llama is not."""
+    from transformers import GPT2Config, LlamaConfig
+
+    from neurondeploy import catalog
+    from neurondeploy.planner.checks import run_checks
+
+    template = (Path(__file__).parents[2] / "templates" / "tiny-lm-serve-local.yaml").read_text()
+    (vllm,) = catalog.known_tags("vllm")
+    said = {}
+    for name, config in (
+        ("gpt2", GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, bos_token_id=1, eos_token_id=2)),
+        ("llama", LlamaConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)),
+    ):
+        config.save_pretrained(tmp_path / name)
+        text = template.replace("path: ../.neurondeploy/train/tiny-lm/model", f"path: {tmp_path / name}")
+        findings = run_checks(parse_spec(text, file="s.yaml", path=tmp_path / "s.yaml"))
+        said[name] = [f.message for f in findings if f.field == "model.path" and "serves text-generation" in f.message]
+    assert len(said["gpt2"]) == 1 and "is gpt2" in said["gpt2"][0] and vllm.tag in said["gpt2"][0]
+    assert all(model_type in said["gpt2"][0] for model_type in vllm.text_generation_models)
+    assert said["llama"] == []
+    assert "llama" in vllm.text_generation_models and "gpt2" not in vllm.text_generation_models
