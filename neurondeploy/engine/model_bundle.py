@@ -57,6 +57,8 @@ def dlc_model_dir(artifact_dir: Path, wheel: ToolkitWheel, image: Piece | None) 
     (code / "requirements.txt").write_text(requirements(wheel))
     (code / CONSTRAINTS_FILE).write_text(target_constraints(wheel.constraints, image))
     (code / wheel.filename).write_bytes(wheel.data)
-    (target / "MAR-INF").mkdir()
-    (target / "MAR-INF" / "MANIFEST.json").write_text(json.dumps(TORCHSERVE_MANIFEST, indent=2))
+    manifest = target / "MAR-INF" / "MANIFEST.json"
+    manifest.parent.mkdir(exist_ok=True)  # there already when the artifact given is itself such a directory
+    manifest.unlink(missing_ok=True)  # a hard link to the given directory's own: never written through
+    manifest.write_text(json.dumps(TORCHSERVE_MANIFEST, indent=2))
     return target

@@ -62,8 +62,14 @@ def test_the_dlc_model_is_the_artifact_plus_code_and_rebuilds_to_the_same_digest
     ]
     assert (bundle / "code" / wheel.filename).read_bytes() == wheel.data
     assert (bundle / "code" / "constraints.txt").read_text() == wheel.constraints
+    handler = json.loads((bundle / "MAR-INF" / "MANIFEST.json").read_text())["model"]["handler"]
+    assert handler == "neurondeploy.serving.sagemaker_handler:handle"  # TorchServe's handler: ours, which batches
     digest = artifact_digest(bundle)
     assert artifact_digest(dlc_model_dir(artifact, wheel, None)) == digest
+    # a bundle given as the artifact (CI found it: apply of an unchanged spec twice): bundled again, unharmed
+    again = dlc_model_dir(bundle, wheel, None)
+    assert json.loads((again / "MAR-INF" / "MANIFEST.json").read_text())["model"]["handler"] == handler
+    assert artifact_digest(bundle) == digest
 
 
 def _identity_in_fresh_process(cache_dir) -> dict:
