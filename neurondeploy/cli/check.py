@@ -15,6 +15,8 @@ from neurondeploy.planner.validate import validate_files
 from neurondeploy.specs import load_spec
 from neurondeploy.specs.loader import SPEC_KINDS
 
+SIZE_ROWS = 12  # the cheapest options: the rest are dearer ways to fit the same model
+
 
 def cmd_validate(args) -> int:
     results = validate_files(args.specs)
@@ -68,11 +70,12 @@ def cmd_size(args) -> int:
         backend=args.backend,
         region=args.region,
         quantization=args.quantization,
+        platform=args.platform,
     )
     if args.json:
         print_json(result)
     else:
-        render_size(result, console_out())
+        render_size(result, console_out(), rows=None if args.all else SIZE_ROWS)
     return 0 if result["options"] else 3
 
 

@@ -101,7 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["nxdi", "transformers-neuronx", "trace"],
         help="serving runtime: decides legal TP degrees and head rules",
     )
-    size.add_argument("--region", help="only instances offered in this region")
+    size.add_argument("--region", help="only instances offered in this region, at its prices where catalogued")
+    size.add_argument("--all", action="store_true", help="every option, not only the 12 cheapest")
+    size.add_argument(
+        "--platform",
+        default="ec2",
+        choices=["ec2", "sagemaker"],
+        help="sagemaker: the instances SageMaker hosts endpoints on, by their ml.* names and prices",
+    )
     size.add_argument("--json", action="store_true")
     size.set_defaults(handler="check:cmd_size")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.markup import escape
 
 from neurondeploy.cli.output import dollars
@@ -76,7 +78,8 @@ def _render_requests(resource, console) -> None:
         console.print(f"    {request.service}:{request.operation}  {mark}")
 
 
-def render_size(result: dict, console) -> None:
+def render_size(result: dict, console, rows: int | None = None) -> None:
+    """The options table, the first ``rows`` of them (None: all), its notes, and the recommended one to paste."""
     from rich.table import Table
 
     active = result["active_parameters"]
@@ -89,33 +92,61 @@ def render_size(result: dict, console) -> None:
     if not result["options"]:
         console.print("[red]nothing fits[/]: reduce batch size, sequence length or dtype")
         return
-    table = Table(
-        "instance",
-        "TP",
-        "replicas",
-        "heads Q/KV",
-        "padding GiB (+compute)",
-        "GiB/core needed",
-        "GiB/core",
-        "$/hour",
-        box=None,
-        pad_edge=False,
-    )
-    for option in result["options"]:
+    table = Table(box=None, pad_edge=False)
+    table.add_column("instance", no_wrap=True)  # never "inf2.8xlar…": the name is what gets pasted
+    table.add_column("TP", no_wrap=True)
+    table.add_column("replicas", no_wrap=True)
+    table.add_column("heads Q/KV (padding)")
+    table.add_column("GiB/core of", no_wrap=True)
+    table.add_column("$/hour", no_wrap=True)
+    table.add_column("note")
+    recommended = result["recommended"]
+    legend: dict[str, str] = {}
+    shown = result["options"] if rows is None else result["options"][: max(rows, (recommended or 0) + 1)]
+    for index, option in enumerate(shown):
         price = f"{option['hourly_usd']:.4f}" if option["hourly_usd"] is not None else "?"
         if option["hourly_usd"] is not None and not option["price_confirmed"]:
             price += "*"
+        labels = []
+        for warning in option["warnings"]:  # "label: why"; the table shows the label, the legend the why
+            label, _, why = warning.partition(": ")
+            labels.append(label)
+            legend[re.sub(r"\s*\d.*$", "", label)] = why  # "host RAM 16 GiB" -> "host RAM"
+        padding = (
+            f" +{option['padding_overhead_gib']:.2f} GiB, +{option['padding_compute_pct']:g}% compute"
+            if option["padding_overhead_gib"]
+            else ""
+        )
         table.add_row(
             option["instance"],
             str(option["tensor_parallel"]),
             str(option["replicas_per_instance"]),
-            f"{option['padded_heads']}/{option['kv_heads']}",
-            f"{option['padding_overhead_gib']:.2f} (+{option['padding_compute_pct']:g}%)"
-            if option["padding_overhead_gib"]
-            else "-",
-            f"{option['per_core_gib']:.2f}",
-            f"{option['available_per_core_gib']:g}",
+            f"{option['padded_heads']}/{option['kv_heads']}{padding}",
+            f"{option['per_core_gib']:.2f} of {option['available_per_core_gib']:g}",
             price,
+            "recommended" if index == recommended else ", ".join(labels),
+            style="bold" if index == recommended else None,
         )
     console.print(table)
-    console.print("[dim]* third-party on-demand price, us-east-1 (see the catalogue's sources)[/]")
+    if len(shown) < len(result["options"]):
+        console.print(f"[dim]({len(result['options']) - len(shown)} more, none cheaper: --all or --json lists them)[/]")
+    platform = "SageMaker ml.*" if result["platform"] == "sagemaker" else "EC2"
+    console.print(
+        f"[dim]* third-party {platform} on-demand price, {result['price_region']} (the catalogue's sources)[/]"
+    )
+    for label, why in legend.items():
+        console.print(f"[dim]{label}: {why}[/]")
+    if recommended is None:
+        console.print("[yellow]no option without a warning[/]: each fits, but see its note")
+        return
+    option = result["options"][recommended]
+    console.print(
+        f"recommended: {option['instance']} at TP {option['tensor_parallel']} "
+        f"({option['replicas_per_instance']} replica(s) per instance; the cheapest that fits without a note). "
+        "In a spec:"
+    )
+    console.print(
+        f"  deployment: {{instance_type: {option['instance']}, tensor_parallel: {option['tensor_parallel']}}}",
+        soft_wrap=True,
+        highlight=False,
+    )

@@ -20,10 +20,6 @@ from neurondeploy.resources.sagemaker_endpoint import volume_for
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
 from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelArchitecture
 
-# Hosts with less RAM than this struggle to load (or export on the fly) a 7B-class model (huggingface/optimum-neuron PR 595; vllm-project/vllm issue 6452).
-SMALL_HOST_RAM_GIB = 32
-LARGE_MODEL_PARAMETERS = 6_000_000_000
-
 
 @dataclass
 class Finding:
@@ -302,10 +298,12 @@ def check_inference_fit(
             _unpadded_tp_hint(arch, instance, backend) if padded_first else None,
         )
     if not estimate.fits:
-        options = sizing.size_options(arch, batch, sequence, dtype, backend, spec.region, quantization)
-        fix = (
-            f"try {options[0].instance} with TP={options[0].tensor_parallel}"
-            if options
+        platform = spec.deployment.platform
+        options = sizing.size_options(arch, batch, sequence, dtype, backend, spec.region, quantization, platform)
+        best = next((option for option in options if not option.warnings), options[0] if options else None)
+        fix = (  # what `size` recommends: not a fit that validate would then warn about
+            f"try {best.instance} with TP={best.tensor_parallel}"
+            if best
             else "reduce batch size, sequence length or dtype; no instance fits this"
         )
         yield error(
@@ -315,7 +313,10 @@ def check_inference_fit(
             f"{instance.name} has {estimate.available_per_core_gib:g} GiB",
             fix,
         )
-    if instance.host_memory_gib < SMALL_HOST_RAM_GIB and sizing.parameter_count(arch) >= LARGE_MODEL_PARAMETERS:
+    if (
+        instance.host_memory_gib < sizing.SMALL_HOST_RAM_GIB
+        and sizing.parameter_count(arch) >= sizing.LARGE_MODEL_PARAMETERS
+    ):
         yield warning(
             "deployment.instance_type",
             f"{instance.name} has {instance.host_memory_gib} GiB host RAM; loading a 7B-class model there often fails",

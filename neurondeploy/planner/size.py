@@ -80,6 +80,7 @@ def size_report(
     backend: str,
     region: str | None = None,
     quantization: str = "none",
+    platform: str = "ec2",
 ) -> dict:
     check_load(batch, seq)
     supported = catalog.sharding_rules(backend).weight_quantization
@@ -88,8 +89,14 @@ def size_report(
             f"--quantization {quantization}: {backend} does not load {quantization} weights",
             f"use one of {', '.join(supported)}" if supported else "leave --quantization out for this backend",
         )
-    options = sizing.size_options(arch, batch, seq, dtype, backend, region, quantization)
+    options = sizing.size_options(arch, batch, seq, dtype, backend, region, quantization, platform)
+    recommended = next((index for index, option in enumerate(options) if not option.warnings), None)
     return {
+        "platform": platform,
+        # where the prices are from: the region's own EC2 price where the catalogue has one, else us-east-1's;
+        # SageMaker's ml.* prices are us-east-1's only
+        "price_region": region if region and platform == "ec2" else catalog.PRICE_REGION,
+        "recommended": recommended,
         "model": arch.model_dump(),
         "parameters": sizing.parameter_count(arch),
         "active_parameters": sizing.active_parameter_count(arch),

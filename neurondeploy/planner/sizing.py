@@ -317,9 +317,18 @@ def inference_memory(
     )
 
 
+# Hosts with less RAM than this struggle to load (or export on the fly) a 7B-class model (huggingface/optimum-neuron PR
+# 595; vllm-project/vllm issue 6452).
+SMALL_HOST_RAM_GIB = 32
+LARGE_MODEL_PARAMETERS = 6_000_000_000
+# A fit above this share of a core's HBM leaves nothing for what the estimate does not count (the runtime's own
+# buffers beyond the headroom, a longer prompt than planned): fits, but not what `size` recommends.
+TIGHT_FIT_FRACTION = 0.95
+
+
 @dataclass
 class SizingOption:
-    instance: str
+    instance: str  # as the platform names it: inf2.xlarge on EC2, ml.inf2.xlarge on SageMaker
     tensor_parallel: int
     replicas_per_instance: int
     per_core_gib: float
@@ -331,6 +340,22 @@ class SizingOption:
     kv_heads: int = 0
     padding_overhead_gib: float = 0.0
     padding_compute_pct: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # why it fits but is not recommended
+
+
+def fit_warnings(instance: catalog.InstanceType, arch: ModelArchitecture, per_core_gib: float) -> list[str]:
+    """Why a fitting (instance, TP) is a poor choice: the same host-RAM rule validate warns with, a tight fit."""
+    warnings = []
+    if instance.host_memory_gib < SMALL_HOST_RAM_GIB and parameter_count(arch) >= LARGE_MODEL_PARAMETERS:
+        warnings.append(
+            f"host RAM {instance.host_memory_gib} GiB: loading a 7B-class model on a host with less than "
+            f"{SMALL_HOST_RAM_GIB} GiB of RAM often fails"
+        )
+    if per_core_gib > TIGHT_FIT_FRACTION * instance.hbm_per_core_gib:
+        warnings.append(
+            f"tight: over {TIGHT_FIT_FRACTION:.0%} of a core's HBM, nothing left for what the estimate does not count"
+        )
+    return warnings
 
 
 def size_options(
@@ -341,31 +366,37 @@ def size_options(
     backend: str = "nxdi",
     region: str | None = None,
     quantization: str = "none",
+    platform: str = "ec2",
 ) -> list[SizingOption]:
-    """Every (instance, TP) that fits, cheapest per hour first, then smallest TP."""
+    """Every (instance, TP) that fits, cheapest per hour first, then smallest TP. ``platform`` "sagemaker": the
+    instances SageMaker hosts endpoints on, by their ml.* names and prices."""
     options = []
     for instance in catalog.instance_types().values():
         if instance.compile_target is None or (region and region not in instance.regions):
+            continue
+        if platform == "sagemaker" and not instance.sagemaker_endpoint:
             continue
         for tp in catalog.legal_tp_degrees(instance, backend):
             estimate = inference_memory(
                 arch, instance.hbm_per_core_gib, tp, batch, sequence, dtype, backend=backend, quantization=quantization
             )
             if estimate.fits:
+                sagemaker = platform == "sagemaker"
                 options.append(
                     SizingOption(
-                        instance.name,
+                        instance.sagemaker_name if sagemaker else instance.name,
                         tp,
                         instance.neuron_cores // tp,
                         round(estimate.per_core_gib, 2),
                         instance.hbm_per_core_gib,
-                        instance.price_usd_per_hour,
-                        instance.price_confirmed,
+                        catalog.price_per_hour(instance, region=region, platform=platform),
+                        instance.sagemaker_price_confirmed if sagemaker else instance.price_confirmed,
                         estimate.notes,
                         estimate.padded_heads,
                         estimate.effective_kv_heads,
                         round(estimate.padding_overhead_gib, 2),
                         round(100 * estimate.padding_compute_fraction, 1),
+                        fit_warnings(instance, arch, estimate.per_core_gib),
                     )
                 )
     return sorted(options, key=lambda o: (o.hourly_usd if o.hourly_usd is not None else math.inf, o.tensor_parallel))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -222,7 +223,7 @@ def test_size_shows_the_padding_and_replication_overhead_as_a_column_and_in_json
     assert (tp24["padded_heads"], tp24["kv_heads"]) == (72, 24)
     assert tp24["padding_overhead_gib"] > 100 and tp24["padding_compute_pct"] > 0  # 16 replicated KV heads × bs 48
     table = _size_cli(*LLAMA_70B_FLAGS).stdout
-    assert "heads Q/KV" in table and "72/24" in table and "(+6.2%)" in table
+    assert "heads Q/KV" in table and "72/24" in table and "+6.2%" in table
 
 
 def test_size_reports_moe_active_parameters_and_refuses_a_quantization_the_backend_cannot_load():
@@ -270,3 +271,58 @@ def test_the_fix_for_a_training_layout_is_the_first_change_that_makes_it_fit():
     # a 70B model on TP 2 fits with nothing but more model parallelism
     big = LLAMA_8B.model_copy(update={"layers": 80, "hidden_size": 8192, "intermediate_size": 28672})
     assert fix(big, 16, replace(layout, tp=2, dp=16), load).startswith("raise tensor_parallel")
+
+
+SEVEN_B = ("--layers", "32", "--hidden", "4096", "--heads", "32", "--vocab", "32000", "--intermediate", "11008")
+SEVEN_B += ("--gated-mlp",)
+
+
+def test_size_recommends_what_validate_would_not_warn_about_and_says_how_to_write_it():
+    """The reported answer: a 7B model ranked inf2.xlarge first, at 15.15 of 16 GiB per core and 16 GiB of host RAM,
+    with no note, while validate warns that such a host often fails to load it. Now that row carries the note, the
+    recommended row is the cheapest without one, and the line to paste names it."""
+    data = json.loads(_size_cli(*SEVEN_B, "--json").stdout)
+    first = data["options"][0]
+    assert first["instance"] == "inf2.xlarge" and any(w.startswith("host RAM 16 GiB") for w in first["warnings"])
+    recommended = data["options"][data["recommended"]]
+    assert recommended["warnings"] == []
+    assert all(option["warnings"] for option in data["options"][: data["recommended"]])
+    out = _size_cli(*SEVEN_B).stdout
+    line = (
+        f"deployment: {{instance_type: {recommended['instance']}, tensor_parallel: {recommended['tensor_parallel']}}}"
+    )
+    assert line in out and "host RAM: loading a 7B-class model" in out
+
+
+def test_size_for_sagemaker_names_ml_instances_at_ml_prices_and_never_cuts_a_name():
+    data = json.loads(_size_cli(*SEVEN_B, "--platform", "sagemaker", "--json").stdout)
+    assert data["options"] and all(option["instance"].startswith("ml.") for option in data["options"])
+    for option in data["options"]:
+        instance = catalog.get_instance(option["instance"])
+        assert option["hourly_usd"] == catalog.price_per_hour(instance, platform="sagemaker")
+    narrow = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "size", *SEVEN_B, "--platform", "sagemaker"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+    ).stdout
+    names = {option["instance"] for option in data["options"][:12]}
+    assert all(name in narrow for name in names) and "…" not in "".join(line[:18] for line in narrow.splitlines())
+    assert "SageMaker ml.* on-demand price, us-east-1" in narrow
+
+
+def test_size_in_another_region_says_whose_prices_it_shows():
+    out = _size_cli(*SEVEN_B, "--region", "us-west-2").stdout
+    assert "EC2 on-demand price, us-west-2" in out and "us-east-1" not in out
+
+
+def test_a_model_that_does_not_fit_is_pointed_at_the_recommended_instance(tmp_path):
+    """validate's fix for a TP that does not fit named inf2.xlarge, the host it then warns about for a 7B model."""
+    from neurondeploy.planner.checks import run_checks
+    from neurondeploy.specs import parse_spec
+
+    text = (Path(__file__).parents[2] / "templates" / "llama3-8b-vllm-sagemaker.yaml").read_text()
+    text = text.replace("tensor_parallel: 2", "tensor_parallel: 1").replace("ml.inf2.8xlarge", "ml.inf2.xlarge")
+    findings = run_checks(parse_spec(text, file="s.yaml", path=tmp_path / "s.yaml"))
+    (refused,) = [f for f in findings if f.level == "error" and "does not fit" in f.message]
+    assert "ml.inf2.xlarge" not in refused.hint and refused.hint.startswith("try ml.")
