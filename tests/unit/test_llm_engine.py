@@ -246,3 +246,16 @@ def test_an_hf_tgi_endpoint_takes_tgis_bodies_and_refuses_in_tgis_words(lm):
         assert client.post("/generate", json={"parameters": {}}).status_code == 422
         chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
         assert client.post("/invocations", json=chat).json()["object"] == "chat.completion"  # Messages API too
+
+
+def test_the_stand_in_writes_printable_text_only(lm):
+    """Random weights over a byte vocabulary wrote control characters and broken UTF-8 to the user's terminal: the
+    stand-in's text, sampled hot or greedy, is printable ASCII (and newlines)."""
+    torch.manual_seed(0)
+    ids = torch.tensor([lm.tokenizer("Hello, stand-in").input_ids])
+    for sample in (True, False):
+        out = lm.model.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=200, do_sample=sample, temperature=2.0, top_k=0
+        )
+        text = lm.tokenizer.decode(out[0, ids.shape[1] :].tolist())
+        assert len(text) == 200 and all(ch == "\n" or " " <= ch <= "~" for ch in text), repr(text)

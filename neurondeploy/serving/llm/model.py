@@ -139,6 +139,7 @@ def build_stand_in(model_id: str, architecture: ModelArchitecture | None, max_po
     config = AutoConfig.for_model(model_type, **settings)
     torch.manual_seed(STAND_IN_SEED)
     model = AutoModelForCausalLM.from_config(config).to(torch.float32).eval()
+    printable_only(model)
     served = f"{model_id}:stand-in-{model_type}-{STAND_IN_LAYERS}x{STAND_IN_HIDDEN}-random"
     description = (
         f"STAND-IN for {model_id} (not on this machine, no hub here): {type(model).__name__} scaled down to "
@@ -146,6 +147,20 @@ def build_stand_in(model_id: str, architecture: ModelArchitecture | None, max_po
         f"weights, byte-level tokenizer; answers are meaningless text, served as {served!r}"
     )
     return LanguageModel(model, byte_tokenizer(), served, {served, model_id}, set(), description, max_positions)
+
+
+PRINTABLE_BYTES = (ord("\n"), *range(ord(" "), ord("~") + 1))  # what the stand-in may write: a terminal shows it
+
+
+def printable_only(model) -> None:
+    """Random weights over a byte vocabulary write control characters and broken UTF-8 (raw bytes on the user's
+    terminal): the stand-in's output layer gives every other byte -inf, so greedy and sampled text alike stay
+    printable ASCII."""
+    import torch
+
+    blocked = torch.full((BYTE_VOCAB,), float("-inf"))
+    blocked[list(PRINTABLE_BYTES)] = 0.0
+    model.get_output_embeddings().register_forward_hook(lambda module, inputs, output: output + blocked)
 
 
 def _eos_ids(model, tokenizer) -> set[int]:
