@@ -11,6 +11,7 @@ from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.importer import import_deployment
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.ops.train import training_job_status
+from neurondeploy.resources.sagemaker_compile import COMPILE_SUFFIX
 
 
 def cmd_destroy(args) -> int:
@@ -96,7 +97,8 @@ def cmd_status(args) -> int:
             if item["kind"] == "training":
                 job = item["training_job"]
                 if job is None:
-                    print("  job: none recorded (neurondeploy train SPEC starts one)")
+                    starts = "compile SPEC --remote" if item["name"].endswith(COMPILE_SUFFIX) else "train SPEC"
+                    print(f"  job: none recorded (neurondeploy {starts} starts one)")
                 elif "error" in job:
                     print(f"  job {job['job_name']}: status unavailable: {job['error']}")
                 else:

@@ -42,6 +42,7 @@ from neurondeploy.ops.sagemaker_job import (
 from neurondeploy.planner.checks import refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.naming import source_uri
+from neurondeploy.resources.sagemaker_compile import JOB_RESOURCE as COMPILE_JOB_RESOURCE
 from neurondeploy.resources.sagemaker_training import training_job_resources
 from neurondeploy.specs import LoadedSpec, load_spec
 from neurondeploy.training.entry import source_directory, with_overrides
@@ -256,7 +257,8 @@ def stop_exit_code(stopped: StoppedJob) -> int:
 def training_job_status(deployment, wait_delay_s: int = 15) -> dict | None:
     """The `status` view of a training deployment's recorded job: a job summary, ``{"error": ...}`` if AWS
     cannot be read, or None when no job is recorded."""
-    job_name = recorded_job_name(deployment)
+    # a training deployment's job, or compile --remote's (its own deployment, <name>-compile)
+    job_name = recorded_job_name(deployment) or recorded_job_name(deployment, COMPILE_JOB_RESOURCE)
     if job_name is None:
         return None
     try:

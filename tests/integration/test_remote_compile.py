@@ -185,4 +185,7 @@ def test_compile_remote_shows_the_job_and_its_price_and_asks_first(sagemaker_wor
 
     started = run_cli("compile", str(TEMPLATE), "--remote", "--no-wait", "--yes", "--state", state, env=env)
     assert started.returncode == 0, started.stderr
-    assert len(aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1
+    (job,) = aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
+    # status shows the compile job (it said "none recorded (neurondeploy train SPEC starts one)")
+    status = run_cli("status", "--state", state, env=env)
+    assert f"job {job['TrainingJobName']}" in status.stdout and "none recorded" not in status.stdout, status.stdout

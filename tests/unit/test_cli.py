@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+from support.cli import run_cli
+
 from neurondeploy.cli.main import main
 
 HEAVY_MODULES = ("torch", "boto3", "botocore", "transformers", "rich", "pydantic", "yaml")
@@ -75,3 +77,18 @@ def test_validate_json_reports_each_file(tmp_path, capsys):
     assert [r["ok"] for r in results] == [True, False]
     assert len(results[1]["errors"]) == 1
     assert results[1]["errors"][0].startswith(f"{bad}:5: bogus: unknown field (fix: known fields here: name, region")
+
+
+def test_status_of_a_compile_deployment_with_no_job_says_compile_remote_starts_one(tmp_path):
+    """It said `neurondeploy train SPEC starts one` for compile --remote's own deployment, which train never runs."""
+    from neurondeploy.engine.state import StateStore
+
+    state = StateStore(tmp_path / "state.db")
+    for name in ("minilm-embed-compile", "tiny-lm"):
+        with state.lock(name, "us-east-1", "training"):
+            pass
+    result = run_cli("status", "--state", str(tmp_path / "state.db"))
+    assert result.returncode == 0, result.stderr
+    compile_part, training_part = result.stdout.split("tiny-lm (training")
+    assert "job: none recorded (neurondeploy compile SPEC --remote starts one)" in compile_part
+    assert "job: none recorded (neurondeploy train SPEC starts one)" in training_part
