@@ -326,3 +326,38 @@ def test_a_model_that_does_not_fit_is_pointed_at_the_recommended_instance(tmp_pa
     findings = run_checks(parse_spec(text, file="s.yaml", path=tmp_path / "s.yaml"))
     (refused,) = [f for f in findings if f.level == "error" and "does not fit" in f.message]
     assert "ml.inf2.xlarge" not in refused.hint and refused.hint.startswith("try ml.")
+
+
+SEVENTY_B = ("--layers", "80", "--hidden", "8192", "--heads", "64", "--kv-heads", "8", "--vocab", "128256")
+SEVENTY_B += ("--intermediate", "28672", "--gated-mlp")
+
+
+@pytest.mark.parametrize("flags", [SEVEN_B, SEVENTY_B], ids=["7B", "70B"])
+def test_the_pasted_recommendation_validates_without_a_word_about_fit(tmp_path, flags):
+    """size and validate share one judgement: the line size prints for SageMaker (where the LLM containers run),
+    pasted into a spec of the same model and load, draws no error and no fit or host-RAM warning from validate
+    (a padding note may remain: size shows that cost in its own column)."""
+    platform = "sagemaker"
+    from neurondeploy.planner.checks import run_checks
+    from neurondeploy.specs import parse_spec
+
+    data = json.loads(_size_cli(*flags, "--platform", platform, "--json").stdout)
+    best = data["options"][data["recommended"]]
+    values = dict(zip(flags[::2], flags[1::2]))
+    spec = f"""kind: inference
+name: pasted
+region: us-east-1
+task: text-generation
+model:
+  hf_model_id: example/model
+  dtype: bfloat16
+  architecture: {{layers: {values["--layers"]}, hidden_size: {values["--hidden"]}, attention_heads: {values["--heads"]},
+    kv_heads: {values.get("--kv-heads", values["--heads"])}, vocab_size: {values["--vocab"]},
+    intermediate_size: {values["--intermediate"]}, gated_mlp: true}}
+compile: {{batch_sizes: [{data["batch"]}], sequence_lengths: [{data["sequence_length"]}]}}
+deployment: {{platform: {platform}, instance_type: {best["instance"]}, tensor_parallel: {best["tensor_parallel"]},
+  container: {{kind: hf-vllm, start_from_neuron_cache: true}}}}
+"""
+    findings = run_checks(parse_spec(spec, file="s.yaml", path=tmp_path / "s.yaml"))
+    about_fit = [f for f in findings if "fit" in f.message or "host RAM" in f.message]
+    assert [f for f in findings if f.level == "error"] == [] and about_fit == [], [f.one_line() for f in findings]
