@@ -313,10 +313,7 @@ def check_inference_fit(
             f"{instance.name} has {estimate.available_per_core_gib:g} GiB",
             fix,
         )
-    if (
-        instance.host_memory_gib < sizing.SMALL_HOST_RAM_GIB
-        and sizing.parameter_count(arch) >= sizing.LARGE_MODEL_PARAMETERS
-    ):
+    if sizing.host_too_small(instance, arch):
         yield warning(
             "deployment.instance_type",
             f"{instance.name} has {instance.host_memory_gib} GiB host RAM; loading a 7B-class model there often fails",

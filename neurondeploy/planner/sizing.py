@@ -343,10 +343,15 @@ class SizingOption:
     warnings: list[str] = field(default_factory=list)  # why it fits but is not recommended
 
 
+def host_too_small(instance: catalog.InstanceType, arch: ModelArchitecture) -> bool:
+    """The host-RAM rule `size` and `validate` both apply."""
+    return instance.host_memory_gib < SMALL_HOST_RAM_GIB and parameter_count(arch) >= LARGE_MODEL_PARAMETERS
+
+
 def fit_warnings(instance: catalog.InstanceType, arch: ModelArchitecture, per_core_gib: float) -> list[str]:
     """Why a fitting (instance, TP) is a poor choice: the same host-RAM rule validate warns with, a tight fit."""
     warnings = []
-    if instance.host_memory_gib < SMALL_HOST_RAM_GIB and parameter_count(arch) >= LARGE_MODEL_PARAMETERS:
+    if host_too_small(instance, arch):
         warnings.append(
             f"host RAM {instance.host_memory_gib} GiB: loading a 7B-class model on a host with less than "
             f"{SMALL_HOST_RAM_GIB} GiB of RAM often fails"

@@ -181,8 +181,9 @@ def _pieces(needs: _Needs, version: str) -> tuple[list[Piece], list[str]]:
     refusal = _path_refusal(needs.path, version)
     if refusal:
         missing.append(refusal)
-    if needs.host is not None and pieces:
-        refusal = catalog.driver_refusal(release_runtime(version), needs.host) if release_runtime(version) else None
+    runtime = release_runtime(version) if needs.host is not None and pieces else None
+    if runtime is not None:
+        refusal = catalog.driver_refusal(runtime, needs.host)
         if refusal:
             missing.append(f"the serving image: {refusal} (on EC2 it runs on its DLAMI's own driver)")
     return pieces, missing

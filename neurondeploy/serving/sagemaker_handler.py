@@ -90,10 +90,16 @@ def input_fn(body: bytes | str, content_type: str = JSON) -> Any:
 
 def predict_fn(data: Any, runner: ModelRunner) -> Any:
     items, single = runner.parse(data)
+    outputs = run_in_buckets(runner, items)
+    return outputs[0] if single else outputs
+
+
+def run_in_buckets(runner: ModelRunner, items: list) -> list[Any]:
+    """Every item's answer, the items run in groups of the largest compiled batch."""
     outputs: list[Any] = []
     for start in range(0, len(items), runner.max_batch):
         outputs += runner.run(0, items[start : start + runner.max_batch])
-    return outputs[0] if single else outputs
+    return outputs
 
 
 def output_fn(prediction: Any, accept: str = JSON) -> str:
@@ -139,9 +145,7 @@ def handle(data: list[dict] | None, context: Any) -> list[str] | None:
             continue
         accepted.append((index, len(request_items), single))
         items += request_items
-    outputs: list[Any] = []
-    for start in range(0, len(items), runner.max_batch):
-        outputs += runner.run(0, items[start : start + runner.max_batch])
+    outputs = run_in_buckets(runner, items)
     for index, count, single in accepted:
         mine, outputs = outputs[:count], outputs[count:]
         answers[index] = output_fn(mine[0] if single else mine)
