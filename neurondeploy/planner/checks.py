@@ -300,7 +300,7 @@ def check_inference_fit(
     if not estimate.fits:
         platform = spec.deployment.platform
         options = sizing.size_options(arch, batch, sequence, dtype, backend, spec.region, quantization, platform)
-        best = next((option for option in options if not option.warnings), options[0] if options else None)
+        best = sizing.recommended(options) or next(iter(options), None)
         fix = (  # what `size` recommends: not a fit that validate would then warn about
             f"try {best.instance} with TP={best.tensor_parallel}"
             if best

@@ -90,13 +90,13 @@ def size_report(
             f"use one of {', '.join(supported)}" if supported else "leave --quantization out for this backend",
         )
     options = sizing.size_options(arch, batch, seq, dtype, backend, region, quantization, platform)
-    recommended = next((index for index, option in enumerate(options) if not option.warnings), None)
+    best = sizing.recommended(options)
     return {
         "platform": platform,
         # where the prices are from: the region's own EC2 price where the catalogue has one, else us-east-1's;
         # SageMaker's ml.* prices are us-east-1's only
         "price_region": region if region and platform == "ec2" else catalog.PRICE_REGION,
-        "recommended": recommended,
+        "recommended": None if best is None else options.index(best),
         "model": arch.model_dump(),
         "parameters": sizing.parameter_count(arch),
         "active_parameters": sizing.active_parameter_count(arch),

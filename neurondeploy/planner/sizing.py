@@ -376,17 +376,17 @@ def size_options(
     """Every (instance, TP) that fits, cheapest per hour first, then smallest TP. ``platform`` "sagemaker": the
     instances SageMaker hosts endpoints on, by their ml.* names and prices."""
     options = []
+    sagemaker = platform == "sagemaker"
     for instance in catalog.instance_types().values():
         if instance.compile_target is None or (region and region not in instance.regions):
             continue
-        if platform == "sagemaker" and not instance.sagemaker_endpoint:
+        if sagemaker and not instance.sagemaker_endpoint:
             continue
         for tp in catalog.legal_tp_degrees(instance, backend):
             estimate = inference_memory(
                 arch, instance.hbm_per_core_gib, tp, batch, sequence, dtype, backend=backend, quantization=quantization
             )
             if estimate.fits:
-                sagemaker = platform == "sagemaker"
                 options.append(
                     SizingOption(
                         instance.sagemaker_name if sagemaker else instance.name,
@@ -405,3 +405,8 @@ def size_options(
                     )
                 )
     return sorted(options, key=lambda o: (o.hourly_usd if o.hourly_usd is not None else math.inf, o.tensor_parallel))
+
+
+def recommended(options: list[SizingOption]) -> SizingOption | None:
+    """What `size` recommends and validate's "does not fit" fix names: the cheapest fit with no warning."""
+    return next((option for option in options if not option.warnings), None)

@@ -79,9 +79,13 @@ def stop_the_model_server(reason: Exception) -> bool:
     return True
 
 
-def input_fn(body: bytes | str, content_type: str = JSON) -> Any:
+def _check_content_type(content_type: str) -> None:
     if content_type and not content_type.startswith(JSON):
         raise Unsupported(415, f"Content-Type {content_type} is not supported; send {JSON}")
+
+
+def input_fn(body: bytes | str, content_type: str = JSON) -> Any:
+    _check_content_type(content_type)
     try:
         return json.loads(body)
     except ValueError as exc:
@@ -164,8 +168,7 @@ def _payload(body: Any, content_type: str) -> Any:
     """The request as parsed JSON: TorchServe parsed it already unless it was not JSON (bytes) or text (str)."""
     if isinstance(body, (bytes, bytearray, str)):
         return input_fn(bytes(body) if isinstance(body, bytearray) else body, content_type)
-    if content_type and not content_type.startswith(JSON):
-        raise Unsupported(415, f"Content-Type {content_type} is not supported; send {JSON}")
+    _check_content_type(content_type)
     return body
 
 
