@@ -221,7 +221,10 @@ def test_each_torchserve_worker_reserves_its_own_neuroncores_and_one_per_vcpu_fa
 
     # Unset (the plan before): one worker per vCPU, the first holds both cores, the others cannot load, and the
     # model server stops, so the endpoint fails its health check instead of answering Healthy.
-    unset = {k: v for k, v in env.items() if k not in ("SAGEMAKER_MODEL_SERVER_WORKERS", "NEURON_RT_NUM_CORES")}
+    planned_workers = ("SAGEMAKER_MODEL_SERVER_WORKERS", "NEURON_RT_NUM_CORES", "SAGEMAKER_TS_MIN_WORKERS")
+    planned_workers += ("SAGEMAKER_TS_MAX_WORKERS", "SAGEMAKER_TS_BATCH_SIZE", "SAGEMAKER_TS_MAX_BATCH_DELAY")
+    planned_workers += ("SAGEMAKER_TS_RESPONSE_TIMEOUT",)  # any SAGEMAKER_TS_* makes the toolkit set the workers
+    unset = {k: v for k, v in env.items() if k not in planned_workers}
     log = _fails_to_serve({**container, "Environment": unset}, variant, model_dir, tmp_path / "unset")
     assert "NeuronCores all of 2 are not available" in log and "stopping TorchServe" in log
     assert "Torchserve version" in log and "Default workers per model: 4" in log  # the instance's 4 vCPUs
