@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import sys
+import time
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,10 @@ def model_fn(model_dir: str) -> ModelRunner:
 
 
 TORCHSERVE_FRONTEND = "org.pytorch.serve.ModelServer"  # in its command line (the toolkit's TS_NAMESPACE)
+# The frontend copies a worker's stdout/stderr into its log from reader threads (ReaderThread in pytorch/serve
+# frontend/server/src/main/java/org/pytorch/serve/wlm/WorkerLifeCycle.java);
+# stopped at once, it can exit before they log why, and the endpoint's log would not say it.
+LOG_GRACE_S = 2.0
 
 
 def stop_the_model_server(reason: Exception) -> bool:
@@ -75,6 +80,7 @@ def stop_the_model_server(reason: Exception) -> bool:
         file=sys.stderr,
         flush=True,
     )
+    time.sleep(LOG_GRACE_S)
     os.kill(parent, signal.SIGTERM)
     return True
 

@@ -226,8 +226,14 @@ def test_each_torchserve_worker_reserves_its_own_neuroncores_and_one_per_vcpu_fa
     planned_workers += ("SAGEMAKER_TS_RESPONSE_TIMEOUT",)  # any SAGEMAKER_TS_* makes the toolkit set the workers
     unset = {k: v for k, v in env.items() if k not in planned_workers}
     log = _fails_to_serve({**container, "Environment": unset}, variant, model_dir, tmp_path / "unset")
-    assert "NeuronCores all of 2 are not available" in log and "stopping TorchServe" in log
+    assert "NeuronCores all of 2 are not available" in log and "stopping TorchServe" in log, _why(log)
     assert "Torchserve version" in log and "Default workers per model: 4" in log  # the instance's 4 vCPUs
+
+
+def _why(log: str) -> str:
+    """The lines of a container log that say why it stopped (pytest's repr of a whole log keeps only its ends)."""
+    telling = [line for line in log.splitlines() if any(word in line for word in ("ERROR", "Exception", "Error"))]
+    return "\n".join(telling[-20:] or log.splitlines()[-20:])
 
 
 def _fails_to_serve(container, variant, model_dir, root) -> str:
@@ -255,4 +261,4 @@ def test_a_model_that_cannot_load_fails_the_startup_health_check(artifact, tmp_p
     broken = {**container, "Environment": {**container["Environment"], "NEURON_RT_VISIBLE_CORES": "7"}}
     model_dir = dlc_model_dir(artifact, toolkit_wheel(), serving_piece(loaded.spec))
     log = _fails_to_serve(broken, variant, model_dir, tmp_path / "broken")
-    assert "NeuronCores 7 of 2 are not available" in log and "stopping TorchServe" in log
+    assert "NeuronCores 7 of 2 are not available" in log and "stopping TorchServe" in log, _why(log)
