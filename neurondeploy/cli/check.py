@@ -10,7 +10,7 @@ from neurondeploy.cli.output import console_out, print_json
 from neurondeploy.cli.render import render_plan, render_size
 from neurondeploy.paths import default_state_path
 from neurondeploy.planner.plan import build_plan
-from neurondeploy.planner.size import architecture_of, check_load, size_report
+from neurondeploy.planner.size import architecture_of, serving_load, size_report
 from neurondeploy.planner.validate import validate_files
 from neurondeploy.specs import load_spec
 from neurondeploy.specs.loader import SPEC_KINDS
@@ -45,7 +45,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_size(args) -> int:
-    check_load(args.batch, args.seq)
+    batch, seq, profile = serving_load(args.profile, args.batch, args.seq)
     arch = architecture_of(
         args.model,
         layers=args.layers,
@@ -64,13 +64,14 @@ def cmd_size(args) -> int:
     )
     result = size_report(
         arch,
-        batch=args.batch,
-        seq=args.seq,
+        batch=batch,
+        seq=seq,
         dtype=args.dtype,
         backend=args.backend,
         region=args.region,
         quantization=args.quantization,
         platform=args.platform,
+        profile=profile,
     )
     if args.json:
         print_json(result)

@@ -86,8 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--experts-per-token", type=int, help="MoE: experts each token uses")
     size.add_argument("--expert-intermediate", type=int, help="MoE: one expert's MLP width; default --intermediate")
     size.add_argument("--tied-embeddings", action="store_true", help="output head shares the embedding matrix")
-    size.add_argument("--batch", type=int, default=1)
-    size.add_argument("--seq", type=int, default=2048, help="sequence length (context) to hold in the KV cache")
+    size.add_argument(
+        "--profile",
+        default="chat",
+        choices=["interactive", "chat", "throughput", "long-context"],
+        help="the load to size for when --batch / --seq are not given (default chat: batch 4 × 4096 tokens)",
+    )
+    size.add_argument("--batch", type=int, help="concurrent sequences (default: the profile's)")
+    size.add_argument(
+        "--seq", type=int, help="sequence length (context) to hold in the KV cache (default: the profile's)"
+    )
     size.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16", "fp8"])
     size.add_argument(
         "--quantization",

@@ -89,6 +89,12 @@ def render_size(result: dict, console, rows: int | None = None) -> None:
         f"{result['parameters'] / 1e9:.2f}B parameters{moe}, batch {result['batch']}, sequence "
         f"{result['sequence_length']}, {result['dtype']}{quantized}, backend {result['backend']}"
     )
+    if result["profile"]:
+        profile = result["profile"]
+        console.print(
+            f"[dim]serving profile {profile['name']}: {profile['use']} (--profile interactive, chat, throughput or "
+            "long-context; --batch / --seq for your own)[/]"
+        )
     if not result["options"]:
         console.print("[red]nothing fits[/]: reduce batch size, sequence length or dtype")
         return
@@ -146,7 +152,8 @@ def render_size(result: dict, console, rows: int | None = None) -> None:
         "In a spec:"
     )
     console.print(
-        f"  deployment: {{instance_type: {option['instance']}, tensor_parallel: {option['tensor_parallel']}}}",
+        f"  deployment: {{instance_type: {option['instance']}, tensor_parallel: {option['tensor_parallel']}}}\n"
+        f"  compile: {{batch_sizes: [{result['batch']}], sequence_lengths: [{result['sequence_length']}]}}",
         soft_wrap=True,
         highlight=False,
     )

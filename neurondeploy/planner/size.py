@@ -65,10 +65,19 @@ def architecture_of(
         ) from None
 
 
-def check_load(batch: int, seq: int) -> None:
+def serving_load(
+    profile: str = sizing.DEFAULT_SERVING_PROFILE, batch: int | None = None, seq: int | None = None
+) -> tuple[int, int, sizing.ServingProfile | None]:
+    """The batch and sequence length to size for: the profile's, each unless given. The profile is returned only
+    when both figures are its own, so nothing claims a load it did not assume."""
+    chosen = sizing.SERVING_PROFILES[profile]
+    batch = chosen.batch if batch is None else batch
+    seq = chosen.sequence if seq is None else seq
     for flag, value in (("--batch", batch), ("--seq", seq)):
         if value < 1:
             raise PlanError(f"{flag} must be at least 1, got {value}", f"pass a positive {flag}")
+    same = (batch, seq) == (chosen.batch, chosen.sequence)
+    return batch, seq, chosen if same else None
 
 
 def size_report(
@@ -81,8 +90,10 @@ def size_report(
     region: str | None = None,
     quantization: str = "none",
     platform: str = "ec2",
+    profile: sizing.ServingProfile | None = None,
 ) -> dict:
-    check_load(batch, seq)
+    """``profile``: the serving profile ``batch`` and ``seq`` came from, if they did (printed with the table)."""
+    batch, seq, _ = serving_load(batch=batch, seq=seq)
     supported = catalog.sharding_rules(backend).weight_quantization
     if quantization != "none" and quantization not in supported:
         raise PlanError(
@@ -103,6 +114,7 @@ def size_report(
         "quantization": quantization,
         "batch": batch,
         "sequence_length": seq,
+        "profile": None if profile is None else asdict(profile),
         "dtype": dtype,
         "backend": backend,
         "headroom_fraction": sizing.RUNTIME_HEADROOM_FRACTION,

@@ -317,6 +317,30 @@ def inference_memory(
     )
 
 
+@dataclass(frozen=True)
+class ServingProfile:
+    """A load to size an LLM for when the user has not said one: what `size` defaults to and `init` compiles."""
+
+    name: str
+    batch: int
+    sequence: int  # tokens held per sequence: prompt and completion
+    use: str
+
+
+# Ours, not AWS figures: named loads so that a first `size` answers for a realistic endpoint (a few concurrent
+# chats) instead of one 2048-token request, and says which load it assumed.
+SERVING_PROFILES = {
+    profile.name: profile
+    for profile in (
+        ServingProfile("interactive", 1, 4096, "one conversation at a time, the lowest latency"),
+        ServingProfile("chat", 4, 4096, "a few concurrent conversations of up to 4096 tokens"),
+        ServingProfile("throughput", 16, 2048, "many concurrent short requests, the most tokens per dollar"),
+        ServingProfile("long-context", 1, 32768, "one long document or conversation at a time"),
+    )
+}
+DEFAULT_SERVING_PROFILE = "chat"
+
+
 # Hosts with less RAM than this struggle to load (or export on the fly) a 7B-class model (huggingface/optimum-neuron PR
 # 595; vllm-project/vllm issue 6452).
 SMALL_HOST_RAM_GIB = 32

@@ -361,3 +361,29 @@ deployment: {{platform: {platform}, instance_type: {best["instance"]}, tensor_pa
     findings = run_checks(parse_spec(spec, file="s.yaml", path=tmp_path / "s.yaml"))
     about_fit = [f for f in findings if "fit" in f.message or "host RAM" in f.message]
     assert [f for f in findings if f.level == "error"] == [] and about_fit == [], [f.one_line() for f in findings]
+
+
+def test_size_sizes_for_a_serving_profile_it_names_unless_given_the_load():
+    """The reported default was one 2048-token request, with nothing saying so; now a named profile (chat: a few
+    concurrent conversations) gives the load, the table says which, and the lines to paste carry its shapes."""
+    chat = sizing.SERVING_PROFILES[sizing.DEFAULT_SERVING_PROFILE]
+    data = json.loads(_size_cli(*SEVEN_B, "--json").stdout)
+    assert (data["batch"], data["sequence_length"]) == (chat.batch, chat.sequence) != (1, 2048)
+    assert data["profile"]["name"] == "chat"
+    out = _size_cli(*SEVEN_B).stdout
+    assert f"serving profile chat: {chat.use}" in out
+    assert f"compile: {{batch_sizes: [{chat.batch}], sequence_lengths: [{chat.sequence}]}}" in out
+    long = json.loads(_size_cli(*SEVEN_B, "--profile", "long-context", "--json").stdout)
+    assert (long["batch"], long["sequence_length"]) == (1, 32768)
+    # a load of one's own is not called a profile's
+    own = json.loads(_size_cli(*SEVEN_B, "--batch", "8", "--json").stdout)
+    assert (own["batch"], own["sequence_length"], own["profile"]) == (8, chat.sequence, None)
+    assert "serving profile" not in _size_cli(*SEVEN_B, "--batch", "8").stdout
+
+
+def test_the_cli_offers_exactly_the_catalogued_profiles():
+    from neurondeploy.cli.main import build_parser
+
+    size = build_parser()._subparsers._group_actions[0].choices["size"]
+    (profile,) = [action for action in size._actions if action.dest == "profile"]
+    assert list(profile.choices) == list(sizing.SERVING_PROFILES) and profile.default == sizing.DEFAULT_SERVING_PROFILE
