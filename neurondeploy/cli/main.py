@@ -46,6 +46,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    init = commands.add_parser(
+        "init", help="write a first spec for a model directory or Hub id and a target, then validate it"
+    )
+    init.add_argument(
+        "model", metavar="MODEL", help="a Hugging Face model directory (or pkg://package/dir), or a Hub id org/name"
+    )
+    init.add_argument(
+        "--target",
+        default="sagemaker",
+        choices=["sagemaker", "ec2"],
+        help="sagemaker: a real-time endpoint; ec2: instances behind a load balancer (apply --local runs either)",
+    )
+    init.add_argument("--name", help="deployment name (default: from the model's name)")
+    init.add_argument("--region", default="us-east-1")
+    init.add_argument("--config", metavar="FILE", help="the model's config.json, for a Hub id not in the local cache")
+    init.add_argument("--out", metavar="FILE", help="where to write the spec (default NAME.yaml here)")
+    init.add_argument("--force", action="store_true", help="replace --out if it exists")
+    init.set_defaults(handler="init:cmd_init")
+
     validate = commands.add_parser("validate", help="check specs: schema, instance, SDK, parallel layout, memory fit")
     validate.add_argument("specs", nargs="+", metavar="SPEC")
     validate.add_argument("--json", action="store_true", help="machine-readable findings")

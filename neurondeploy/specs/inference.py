@@ -619,6 +619,22 @@ class DeploymentSpec(StrictModel):
         return strip_ml_prefix(value)
 
 
+LLM_TASK = "text-generation"
+CAUSAL_LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+
+
+def task_from_config(config: dict) -> str:
+    """The spec's task for a Hugging Face config, from the class its ``architectures`` names."""
+    names = config.get("architectures") or []
+    if any(name.endswith(CAUSAL_LM_SUFFIXES) for name in names):
+        return LLM_TASK
+    if any(name.endswith("ForSequenceClassification") for name in names):
+        return "text-classification"
+    if any(name.endswith("ForImageClassification") for name in names):
+        return "image-classification"
+    return "feature-extraction"
+
+
 class InferenceSpec(SpecBase):
     """An inference deployment: model -> compiled buckets -> endpoint."""
 

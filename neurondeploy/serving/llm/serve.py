@@ -16,7 +16,7 @@ from neurondeploy.serving.llm.api import LlmServer
 from neurondeploy.serving.llm.model import LanguageModel, build_stand_in, load_directory
 from neurondeploy.serving.local import LocalEndpoint, ensure_port_free, serve_in_thread
 from neurondeploy.specs import InferenceSpec, LoadedSpec
-from neurondeploy.specs.inference import ServingSpec
+from neurondeploy.specs.inference import LLM_TASK, ServingSpec, task_from_config
 
 # optimum-cli neuron serve's defaults for a model without a cached config: batch 1, 2048 tokens (optimum-neuron optimum/commands/neuron/serve.py).
 CONTAINER_DEFAULT_BATCH, CONTAINER_DEFAULT_SEQUENCE = 1, 2048
@@ -24,7 +24,6 @@ CONTAINER_DEFAULT_BATCH, CONTAINER_DEFAULT_SEQUENCE = 1, 2048
 # and on a busy machine a lot of it (a 2-layer, 64-wide model here: 3.4 ms per forward on 1 thread, 89 ms on 2
 # while other processes used the cores). Larger models keep torch's default.
 ONE_THREAD_BELOW_PARAMETERS = 20_000_000
-LLM_TASK = "text-generation"
 
 
 class LlmServeError(NeurondeployError):
@@ -68,10 +67,10 @@ def is_causal_lm_directory(path: Path) -> bool:
     if not (path.is_dir() and config.is_file()):
         return False
     try:
-        architectures = json.loads(config.read_text()).get("architectures") or []
+        values = json.loads(config.read_text())
     except (ValueError, OSError):
         return False
-    return any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures)
+    return isinstance(values, dict) and task_from_config(values) == LLM_TASK
 
 
 def target_from_spec(loaded: LoadedSpec) -> LlmTarget:

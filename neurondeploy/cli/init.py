@@ -1,0 +1,86 @@
+"""`init`: write a first spec for a model directory or Hub id and a target, then validate it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+from neurondeploy.errors import PlanError
+from neurondeploy.planner.starter import ModelSource, spec_name, starter_spec
+from neurondeploy.planner.validate import validate_files
+from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelSpec
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _read_config(path: Path, label: str) -> dict:
+    try:
+        config = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PlanError(f"{label}: no config.json at {path}", "give a Hugging Face model directory") from None
+    except (OSError, ValueError) as exc:
+        raise PlanError(f"{path}: unreadable config.json ({exc})", "check the model directory") from None
+    if not isinstance(config, dict):
+        raise PlanError(f"{path}: config.json is not a JSON object", "check the model directory")
+    return config
+
+
+def _cached_config(model_id: str) -> Path | None:
+    """The Hub model's config.json in the local Hugging Face cache, if it is there (never downloads)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    found = try_to_load_from_cache(model_id, "config.json")
+    return Path(found) if isinstance(found, str) else None
+
+
+def model_source(model: str, config: str | None, spec_dir: Path) -> ModelSource:
+    """``model`` as the spec will name it, with its config.json: a directory (or pkg://package/dir) becomes
+    ``path:``, written relative to the spec's directory when it is under it; a Hub id ``hf_model_id:``, its config
+    from ``config`` or the local Hugging Face cache."""
+    if model.startswith(PACKAGE_PREFIX) or Path(model).expanduser().is_dir():
+        directory = ModelSpec(path=model).resolved_path(Path.cwd()).resolve()
+        value = model
+        if not model.startswith(PACKAGE_PREFIX):
+            try:
+                value = str(directory.relative_to(spec_dir.resolve()))
+            except ValueError:
+                value = str(directory)
+        return ModelSource("path", value, _read_config(Path(config or directory / "config.json"), model), model)
+    if not HUB_ID.match(model):
+        raise PlanError(
+            f"{model} is neither a model directory nor a Hugging Face Hub id (org/name)",
+            "give the directory holding config.json and the weights, or an id such as meta-llama/Llama-3.1-8B-Instruct",
+        )
+    found = Path(config) if config else _cached_config(model)
+    if found is None:
+        raise PlanError(
+            f"{model}: its config.json is not in the local Hugging Face cache, and init never downloads",
+            f"fetch it (huggingface-cli download {model} config.json) or pass --config FILE",
+        )
+    return ModelSource("hf_model_id", model, _read_config(found, model), model)
+
+
+def cmd_init(args) -> int:
+    out = Path(args.out) if args.out else None
+    spec_dir = (out.parent if out else Path.cwd()).resolve()
+    source = model_source(args.model, args.config, spec_dir)
+    name = args.name or spec_name(source.label)
+    out = out or Path(f"{name}.yaml")
+    if out.exists() and not args.force:
+        raise PlanError(f"{out} exists", "choose another --out, or --force to replace it")
+    command = shlex.join(["neurondeploy", "init", *sys.argv[2:]]) if len(sys.argv) > 2 else "neurondeploy init"
+    text = starter_spec(source, target=args.target, name=name, region=args.region, command=command)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out}")
+    (result,) = validate_files([str(out)])
+    for line in result.lines():
+        print(line, file=sys.stdout if result.ok else sys.stderr)
+    if result.ok:
+        print(f"next: neurondeploy plan {shlex.quote(str(out))}")
+    return 0 if result.ok else 2
