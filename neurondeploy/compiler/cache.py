@@ -292,7 +292,7 @@ class CompileCache:
                 if not _is_aws_error(exc):
                     raise
                 warnings.warn(
-                    f"cache entry {key[:12]}: cannot read {self.s3_uri} ({exc}); building locally",
+                    f"cache entry {key[:12]}: cannot read {self.s3_uri} ({exc}); taken as not cached",
                     CacheWarning,
                     stacklevel=3,
                 )
@@ -642,17 +642,11 @@ class _S3Store:
             return _parse_record(body.read(), key)
 
     def fetch(self, key: str, staging: Path) -> dict | None:
-        """Download and verify entry ``key`` into ``staging``; None if S3 has no record. Raises _Corrupt."""
-        try:
-            response = self.transport.call(
-                "s3", "GetObject", {"Bucket": self.bucket, "Key": self.object_key(key, RECORD_FILE)}
-            )
-        except AwsCallError as exc:
-            if is_s3_missing_object(exc):
-                return None
-            raise
-        with response["Body"] as body:
-            record = _parse_record(body.read(), key)
+        """Download and verify entry ``key`` into ``staging``; None if S3 has no record (or no bucket yet: a new
+        account's first compile). Raises _Corrupt."""
+        record = self.record(key)
+        if record is None:
+            return None
         for rel, info in record["files"].items():
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)

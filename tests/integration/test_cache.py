@@ -271,6 +271,24 @@ def test_unreachable_s3_warns_and_builds(tmp_path, aws):
     assert cache.get(KEY) is not None
 
 
+def test_a_shared_bucket_not_made_yet_is_a_miss_not_a_warning(tmp_path, aws):
+    """A new account's first compile --remote said "cannot read s3://... (NoSuchBucket); building locally" just
+    before it started a remote job: no bucket holds no entry, which is a miss like any other."""
+    import warnings
+
+    class Missing(Exception):
+        pass
+
+    def missing(directory):  # as compile --remote looks up an entry: nothing built here
+        raise Missing
+
+    cache = CompileCache(tmp_path / "a", s3_uri=f"s3://{BUCKET}/{PREFIX}", s3_client=aws.client("s3"))
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(Missing):
+        warnings.simplefilter("always")
+        cache.get_or_build(KEY, missing)
+    assert [str(w.message) for w in caught] == []
+
+
 def test_default_s3_client_comes_from_the_environment(tmp_path, s3):
     """No client injected: boto3.client("s3") is made lazily and reaches the emulator through AWS_ENDPOINT_URL."""
     cache = CompileCache(tmp_path / "a", s3_uri=f"s3://{BUCKET}/{PREFIX}")
