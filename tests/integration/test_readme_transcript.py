@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 from support.cli import run_cli
