@@ -48,6 +48,7 @@ def cmd_apply(args) -> int:
         review=review,
         on_event=lambda message: console.print(f"  {message}"),
         smoke=not args.no_smoke,
+        smoke_url=args.smoke_url,
     )
     mutating = len(transport.mutating_calls())
     summary = {

@@ -236,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the smoke test (one request after the deploy, its answer checked against the model's at compile time)",
     )
+    apply.add_argument(
+        "--smoke-url",
+        metavar="URL",
+        help="EC2: send the smoke test's request here instead of the load balancer's name "
+        "(an internal load balancer, reached through a tunnel)",
+    )
     apply.add_argument("--json", action="store_true")
     _state_options(apply)
     apply.set_defaults(handler="apply:cmd_apply", local_handler="serve:cmd_apply_local")

@@ -27,7 +27,7 @@ from neurondeploy.engine.state_s3 import open_state
 from neurondeploy.errors import PlanError
 from neurondeploy.manifest import read_manifest
 from neurondeploy.ops.compile_remote import default_cache_uri
-from neurondeploy.ops.smoke import smoke_deployment
+from neurondeploy.ops.smoke import smoke_deployment, smoke_ec2
 from neurondeploy.planner.artifact_target import artifact_target
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.precompiled import load_budget
@@ -56,6 +56,7 @@ def apply(
     review: Review | None = None,
     on_event: Callable[[str], None] | None = None,
     smoke: bool = True,
+    smoke_url: str | None = None,
 ) -> ApplyResult:
     """Create or update ``spec``'s deployment in AWS. Without ``artifact_dir`` the model is compiled first (cache
     first; on a machine without Neuron, the artifact `compile --remote` stored). ``review(changes, upload_uri,
@@ -65,7 +66,8 @@ def apply(
     to ``$NEURONDEPLOY_STATE`` (else ``.neurondeploy/state.db``). With ``smoke``, an apply that changed the
     deployment ends with its smoke test (:mod:`neurondeploy.ops.smoke`), said through ``on_event``, before the
     objects an update replaced are deleted; a failure raises :class:`~neurondeploy.ops.smoke.SmokeTestFailed`,
-    after moving an updated endpoint back to them (a new deployment stays recorded, or goes with ``rollback``)."""
+    after moving an updated endpoint back to them (a new deployment stays recorded, or goes with ``rollback``).
+    On EC2 it waits for a healthy target first, and goes through the load balancer's name, or ``smoke_url``."""
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     transport = transport or AwsTransport(loaded.spec.region)
     state = state if state is not None else open_state(None)
@@ -100,7 +102,11 @@ def apply(
 
     def smoke_test() -> None:
         manifest = read_manifest(Path(served[-1])) if served and loaded.spec.container.ours else None
-        say(smoke_deployment(loaded.spec, manifest))
+        if loaded.spec.deployment.platform == "ec2":
+            deployment = state.get(loaded.spec.name)
+            say(smoke_ec2(loaded.spec, manifest, transport, deployment, url=smoke_url, delay_s=transport.wait_delay_s))
+        else:
+            say(smoke_deployment(loaded.spec, manifest))
 
     return apply_spec(
         loaded,
@@ -135,9 +141,8 @@ def neuron_artifact_from_cache(
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", CacheWarning)
         found = fetch_remote_artifact(remote_artifact_key(loaded, cache.root), cache)
-    for warning in seen:  # a first apply has no bucket yet: nothing to say; anything else is worth a line
-        if "NoSuchBucket" not in str(warning.message):
-            on_event(f"compile cache: {warning.message}")
+    for warning in seen:  # no bucket yet is a plain miss (the cache says nothing); anything else is worth a line
+        on_event(f"compile cache: {warning.message}")
     return found
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.manifest import Manifest, smoke_request
-from neurondeploy.planner.plan import after_apply
-from neurondeploy.serving.client import InvokeError, describe_answer, invoke
+from neurondeploy.resources.compute import startup_grace_s
+from neurondeploy.serving.client import InvokeError, deployment_target, describe_answer, invoke
 from neurondeploy.serving.llm.client import chat
 from neurondeploy.specs import InferenceSpec
 
@@ -135,12 +136,54 @@ def smoke_llm(target: str, region: str | None = None) -> str:
     return f"smoke test passed: {target} completed {SMOKE_PROMPT!r} with {answer.text[:60]!r} (model {answer.model})"
 
 
+def wait_for_healthy_targets(
+    transport, target_group_arn: str, budget_s: float, delay_s: float, clock=time.monotonic, sleep=time.sleep
+) -> int:
+    """Poll the target group until a target is healthy (the load balancer routes to healthy targets only);
+    how many are. Past ``budget_s``, the smoke test fails naming each target's state and reason."""
+    deadline = clock() + budget_s
+    while True:
+        described = transport.call("elbv2", "DescribeTargetHealth", {"TargetGroupArn": target_group_arn})
+        targets = described.get("TargetHealthDescriptions", [])
+        healthy = [t for t in targets if t["TargetHealth"]["State"] == "healthy"]
+        if healthy:
+            return len(healthy)
+        if clock() >= deadline:
+            states = ", ".join(
+                f"{t['Target']['Id']} {t['TargetHealth']['State']}"
+                + (f" ({t['TargetHealth']['Reason']})" if t["TargetHealth"].get("Reason") else "")
+                for t in targets
+            )
+            raise SmokeTestFailed(
+                f"smoke test: no healthy target behind the load balancer after {budget_s:.0f} s "
+                f"({states or 'no target registered'})",
+                "check the instances' boot (the EC2 console's system log, or journalctl -u neurondeploy on one); "
+                f"the deployment stays as applied; {SKIP_HINT}",
+            )
+        sleep(delay_s)
+
+
+def smoke_ec2(
+    spec: InferenceSpec,
+    manifest: Manifest | None,
+    transport,
+    deployment,
+    *,
+    url: str | None = None,
+    delay_s: float = 15,
+) -> str:
+    """EC2: once the target group has a healthy target (within the instances' startup grace), the model's request
+    through the load balancer's name (or ``url``: an internal load balancer reached through a tunnel)."""
+    if manifest is None:
+        return "smoke test: not run (the artifact has no compile-time reference)"
+    arn = deployment.resources["target-group"].outputs["TargetGroupArn"]
+    healthy = wait_for_healthy_targets(transport, arn, startup_grace_s(spec), delay_s)
+    target = url or deployment_target(deployment, spec.model_dump(mode="json")).address
+    return f"{healthy} healthy target(s); " + smoke_encoder(target, manifest)
+
+
 def smoke_deployment(spec: InferenceSpec, manifest: Manifest | None) -> str:
-    """The smoke test of an applied deployment: its SageMaker endpoint through sagemaker-runtime. On EC2 the
-    instances serve only once they have booted and passed the target group's health check, which apply does not
-    wait for: the line says how to run the same check then."""
-    if spec.deployment.platform != "sagemaker":
-        return after_apply(spec)  # the plan's own line: why there is none, and how to run it later
+    """The smoke test of an applied SageMaker deployment, through sagemaker-runtime (EC2: :func:`smoke_ec2`)."""
     target = f"sagemaker:{spec.name}"  # the endpoint is named after the deployment
     if spec.container.llm:
         return smoke_llm(target, spec.region)

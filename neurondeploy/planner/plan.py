@@ -19,6 +19,7 @@ from neurondeploy.planner.before_apply import before_apply
 from neurondeploy.planner.checks import refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.cost import Cost, plan_cost
+from neurondeploy.resources.compute import startup_grace_s
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.model import Resource
 from neurondeploy.resources.release import DeploymentRelease, deployment_release
@@ -170,9 +171,16 @@ def after_apply(spec) -> str | None:
     if spec.kind != "inference":
         return None
     if spec.deployment.platform != "sagemaker":
+        where = (
+            f"{'https' if spec.tls and spec.tls.enabled else 'http'}://{spec.dns.record_name}"
+            if spec.dns
+            else ("the load balancer's DNS name")
+        )
         return (
-            "no smoke test: EC2 instances serve once booted and healthy behind the load balancer, which apply does "
-            f"not wait for; `neurondeploy invoke {spec.name} --data TEXT` checks it then"
+            f"smoke test: apply waits up to {startup_grace_s(spec)} s (the instances' startup grace) for a healthy "
+            f"target behind the load balancer, then sends one request through {where}; its answer must be the "
+            "model's own, computed at compile time, to compile.numerical_tolerance (--smoke-url URL sends it "
+            "elsewhere, such as an internal load balancer through a tunnel; --no-smoke skips it)"
         )
     if spec.container.llm:
         return f"smoke test: a short chat to sagemaker:{spec.name} must complete (apply --no-smoke skips it)"

@@ -259,6 +259,13 @@ def launch_template_resource(spec: InferenceSpec, ctx: PlanContext, artifact_s3_
     )
 
 
+def startup_grace_s(spec: InferenceSpec) -> int:
+    """How long an instance may take from launch to serving: the model's download and load budgets and the
+    install. The Auto Scaling group's health-check grace period, and how long apply's smoke test waits for it."""
+    deployment = spec.deployment
+    return deployment.model_download_timeout_s + deployment.health_check_timeout_s + INSTALL_SECONDS
+
+
 def boot_digest(template: Resource) -> str:
     """16 hex characters naming what a launch template boots (its data as built, refs unresolved)."""
     return requests_hash(template.create)[:16]
@@ -281,7 +288,7 @@ def autoscaling_group_resource(
     name = aws_name(spec, "asg", 255)
     low, high, desired = capacity(spec)
     deployment = spec.deployment
-    grace = deployment.model_download_timeout_s + deployment.health_check_timeout_s + INSTALL_SECONDS
+    grace = startup_grace_s(spec)
     tags = [
         {"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": name, "ResourceType": "auto-scaling-group"}
         for k, v in ownership_tags(spec).items()

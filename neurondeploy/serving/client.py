@@ -94,11 +94,18 @@ def _from_state(name: str, state_location: str | None) -> Target | None:
     deployment = open_state(state_location).get(name)
     if deployment is None or deployment.kind != "inference":
         return None
+    return deployment_target(deployment)
+
+
+def deployment_target(deployment, spec: dict | None = None) -> Target:
+    """Where a recorded deployment answers: its SageMaker endpoint, its DNS name, else its load balancer's.
+    ``spec``: the spec as applied now (default: the one state recorded, which an apply records only once done)."""
+    name = deployment.name
     for resource in deployment.resources.values():
         for request in resource.create_requests:
             if request.get("operation") == "CreateEndpoint":
                 return Target("sagemaker", request["params"]["EndpointName"], deployment.region)
-    spec = json.loads(deployment.spec_json or "{}")
+    spec = spec if spec is not None else json.loads(deployment.spec_json or "{}")
     if spec.get("dns"):
         scheme = "https" if (spec.get("tls") or {}).get("enabled") else "http"
         return Target("http", f"{scheme}://{spec['dns']['record_name']}")

@@ -174,6 +174,7 @@ def test_an_apply_while_another_holds_the_deployment_is_refused_and_state_stays_
         "1",
         "--yes",  # no terminal here: apply refuses without it
         "--json",
+        "--no-smoke",  # moto runs no load balancer to send it through (test_smoke.py covers it)
     ]
     state = StateStore(state_file)
     with state.lock(NAME, "us-east-1", "inference"):  # this process is the apply that runs

@@ -111,6 +111,7 @@ def test_apply_without_a_terminal_or_yes_changes_nothing_and_prints_the_diff(wor
     command = [
         sys.executable, "-m", "neurondeploy.cli", "apply", loaded.source.file, "--artifact", str(artifact),
         "--ami-ssm-parameter", AMI_PARAMETER, "--state", str(tmp_path / "state.db"), "--wait-delay-s", "1",
+        "--no-smoke",  # moto runs no load balancer to send it through (test_smoke.py covers it)
     ]  # fmt: skip
     refused = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy(), stdin=subprocess.DEVNULL)
     assert refused.returncode == 1, refused.stderr

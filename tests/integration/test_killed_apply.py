@@ -57,7 +57,7 @@ def cli(args, state, *, kill_after: str | None = None, tmp_path=None) -> subproc
 def test_an_apply_killed_after_a_create_converges_on_reapply(world, artifact, tmp_path, operation):  # noqa: F811
     loaded, zone = world
     args = ["apply", loaded.source.file, "--artifact", str(artifact), "--ami-ssm-parameter", AMI_PARAMETER,
-            "--wait-delay-s", "1", "--sequential", "--yes", "--json"]  # fmt: skip
+            "--wait-delay-s", "1", "--sequential", "--yes", "--json", "--no-smoke"]  # fmt: skip
     state = tmp_path / "state.db"
     killed = cli(args, state, kill_after=operation, tmp_path=tmp_path)
     assert killed.returncode == 137, killed.stderr

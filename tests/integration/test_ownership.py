@@ -38,6 +38,7 @@ def apply_args(loaded, artifact_dir) -> list[str]:
         "1",
         "--yes",
         "--json",
+        "--no-smoke",  # moto runs no load balancer to send it through (test_smoke.py covers it)
     ]
 
 

@@ -12,11 +12,12 @@ import sys
 import pytest
 import torch
 from support.cli import run_cli
-from support.ec2_deployment import FIXTURES, REPO, build_artifact
+from support.ec2_deployment import AMI_PARAMETER, FIXTURES, REPO, build_artifact
+from support.ec2_deployment import transport as ec2_transport
 from support.sagemaker import load, queue_invocation_answer, served_answer
 
 from neurondeploy.manifest import SMOKE_TOKEN_IDS, read_manifest, smoke_request
-from neurondeploy.ops.smoke import SmokeTestFailed, judge, smoke_encoder
+from neurondeploy.ops.smoke import SmokeTestFailed, judge, smoke_encoder, wait_for_healthy_targets
 
 from .serving_support import Server
 
@@ -154,3 +155,54 @@ def test_an_update_that_fails_its_smoke_test_moves_the_endpoint_back(
     assert [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]] == [v1_config]
     again = run_cli(*COMMAND, "--artifact", str(artifact), "--json", state=state)  # state is v1's again
     assert again.returncode == 0 and json.loads(again.stdout)["mutating_calls"] == 0, again.stderr
+
+
+def test_the_wait_for_a_healthy_target_reads_the_target_groups_health(aws):
+    """DescribeTargetHealth against moto: an empty target group fails the wait once its budget is spent, naming
+    what it saw; a running instance registered in it is a healthy target."""
+    ec2, elbv2 = aws.client("ec2"), aws.client("elbv2")
+    vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    group = elbv2.create_target_group(Name="tg-smoke", Protocol="HTTP", Port=8080, VpcId=vpc)
+    arn = group["TargetGroups"][0]["TargetGroupArn"]
+    t = ec2_transport()
+    with pytest.raises(SmokeTestFailed, match=r"no healthy target behind the load balancer after 0 s \(no target"):
+        wait_for_healthy_targets(t, arn, budget_s=0, delay_s=0)
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    instance = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    elbv2.register_targets(TargetGroupArn=arn, Targets=[{"Id": instance, "Port": 8080}])
+    assert wait_for_healthy_targets(t, arn, budget_s=0, delay_s=0) == 1
+
+
+def _ec2_apply_behind(loaded, artifact, *, served, state):
+    """apply of ``artifact`` through the CLI, with a real server of ``served`` behind --smoke-url: (result, url)."""
+    server = Server(served)
+    try:
+        server.wait_ready()
+        args = ["apply", loaded.source.file, "--artifact", str(artifact), "--ami-ssm-parameter", AMI_PARAMETER]
+        return run_cli(*args, "--wait-delay-s", "1", "--yes", "--smoke-url", server.url, state=state), server.url
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("cpu_standin")
+def test_ec2_apply_smokes_through_the_load_balancer_once_a_target_is_healthy(world, artifact, tmp_path):
+    """Through the CLI against moto: apply waits for the target group's healthy target, then sends the model's
+    request to --smoke-url (here a real `neurondeploy serve` of the artifact, standing in for the instance behind
+    the load balancer, which moto does not run), and the answer is judged against the compile-time reference."""
+    loaded, _ = world
+    applied, url = _ec2_apply_behind(loaded, artifact, served=artifact, state=tmp_path / "state.db")
+    assert applied.returncode == 0, applied.stderr
+    said = " ".join(applied.stderr.split())  # the console wraps long lines
+    healthy = loaded.spec.deployment.instance_count  # moto's instances are healthy targets once running
+    assert f"{healthy} healthy target(s); smoke test passed: {url} answered embedding of 16 values" in said
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("cpu_standin")
+def test_ec2_apply_whose_instances_serve_another_model_exits_11(world, artifact, other_artifact, tmp_path):
+    loaded, _ = world
+    applied, _ = _ec2_apply_behind(loaded, artifact, served=other_artifact, state=tmp_path / "state.db")
+    assert applied.returncode == 11, applied.stderr
+    (line,) = [line for line in applied.stderr.splitlines() if line.startswith("error:")]
+    assert "off the compile-time reference" in line and "apply --no-smoke skips the smoke test" in line

@@ -187,7 +187,7 @@ def test_compile_remote_refuses_a_spec_it_cannot_take_before_asking_aws_anything
     [
         ("minilm-sagemaker.yaml", "smoke test: one request to sagemaker:minilm-embed (InvokeEndpoint)"),
         ("llama3-8b-vllm-sagemaker.yaml", "smoke test: a short chat to sagemaker:"),
-        ("minilm-ec2-alb.yaml", "no smoke test: EC2 instances serve once booted and healthy"),
+        ("minilm-ec2-alb.yaml", "smoke test: apply waits up to 1500 s (the instances' startup grace) for a healthy"),
         ("llama-pretrain-trn1-multinode.yaml", None),
     ],
 )
