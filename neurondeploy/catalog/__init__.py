@@ -60,6 +60,7 @@ from neurondeploy.catalog.sdk import (
     sdk_paths,
     sdk_releases,
 )
+from neurondeploy.catalog.vllm_releases import VLLM_REPOSITORY, VllmRelease, vllm_image, vllm_releases
 
 __all__ = [
     "SAGEMAKER_INFERENCE_AMI",
@@ -78,6 +79,10 @@ __all__ = [
     "dlamis",
     "DlcRelease",
     "dlc_releases",
+    "VLLM_REPOSITORY",
+    "VllmRelease",
+    "vllm_image",
+    "vllm_releases",
     "ContainerKind",
     "container_kind",
     "container_kinds",

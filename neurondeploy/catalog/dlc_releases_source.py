@@ -6,6 +6,11 @@ toolkit), read from the Dockerfile's ``ARG`` lines, and the packages its ``pip i
 image holds: a deployment's installs leave them as they are). The planner reads the generated YAML; regenerate it from a clone of that repository:
 
     python -m neurondeploy.catalog.dlc_releases_source REPO_DIR > neurondeploy/catalog/data/dlc_releases.yaml
+    python -m neurondeploy.catalog.dlc_releases_source --vllm REPO_DIR > neurondeploy/catalog/data/vllm_releases.yaml
+
+The second is the README's vllm-inference-neuronx table (the ``pytorch-inference-vllm-neuronx`` images: vLLM with
+the vllm-neuron plugin), each row with its vLLM version, the vllm-neuron branch its Dockerfile clones
+(``GITHUB_REPO_BRANCH``) and the same Dockerfile facts.
 
 ``tests/unit/test_dlc_releases.py`` checks the rows against each other always, and against the repository where
 ``NEURON_DLC_REPO`` names a clone of it.
@@ -21,14 +26,18 @@ from pathlib import Path
 from neurondeploy.errors import CatalogError
 
 REPOSITORIES = ("pytorch-inference-neuronx", "pytorch-training-neuronx")
+# The README's vLLM section, and the image repository its rows name
+VLLM_SECTION, VLLM_REPOSITORY = "vllm-inference-neuronx", "pytorch-inference-vllm-neuronx"
+LEFT_OUT: set[str] = set()  # rows whose Dockerfile is not at the tag their link names (render says which)
 # The oldest release catalogued: data/sdk.yaml's lifecycle table starts there.
 MIN_SDK = "2.20.0"
 # A README table row: | [PyTorch X](https://github.com/aws-neuron/deep-learning-containers/blob/TAG/PATH) | packages |
 # Neuron SDK | instance types | Python | image URI | extra
 _ROW = re.compile(
-    r"^\|\s*\[PyTorch [^\]]+\]\(https://github\.com/aws-neuron/deep-learning-containers/blob/([^/]+)/([^)]+)\)"
+    r"^\|\s*\[(?:PyTorch|VLLM) [^\]]+\]\(https://github\.com/aws-neuron/deep-learning-containers/blob/([^/]+)/([^)]+)\)"
 )
-_TAG = re.compile(r"^(?P<torch>[\d.]+)-neuronx-py(?P<py>\d+)-sdk(?P<sdk>[\d.]+)-ubuntu(?P<ubuntu>[\d.]+)$")
+# the leading version is the framework's: torch for the PyTorch images, vLLM for the vLLM ones
+_TAG = re.compile(r"^(?P<framework>[\d.]+)-neuronx-py(?P<py>\d+)-sdk(?P<sdk>[\d.]+)-ubuntu(?P<ubuntu>[\d.]+)$")
 # Dockerfile ARG -> the row's field
 _ARGS = {
     "PYTHON_VERSION": "python",
@@ -76,15 +85,27 @@ def releases(repo: Path) -> list[dict]:
     """Every row the README's pytorch-inference-neuronx and pytorch-training-neuronx tables list at any release tag
     or at HEAD (a release's README drops the older patch releases: 2.21's rows are only in the README of 2.21.x),
     from :data:`MIN_SDK` on, each with what its Dockerfile (at the row's tag) says the image runs."""
+    sections = {repository: repository for repository in REPOSITORIES}
+    return _rows(repo, sections, "torch")
+
+
+def vllm_releases(repo: Path) -> list[dict]:
+    """The same for the vllm-inference-neuronx table: each row's vLLM version and vllm-neuron branch too."""
+    return _rows(repo, {VLLM_SECTION: VLLM_REPOSITORY}, "vllm")
+
+
+def _rows(repo: Path, sections: dict[str, str], framework: str) -> list[dict]:
     rows: dict[tuple[str, str], dict] = {}
     for readme_at in [*release_tags(repo), "HEAD"]:
         readme = _git(repo, "show", f"{readme_at}:README.md")
-        for repository in REPOSITORIES:
-            for line in _section(readme, repository):
-                row = _row(repo, repository, line)
-                if row is not None and _version(row["sdk"]) >= _version(MIN_SDK):
+        for section, repository in sections.items():
+            for line in _section(readme, section):
+                row = _row(repo, repository, line, framework)
+                if row is not None and "missing" in row:
+                    LEFT_OUT.add(row["missing"])
+                elif row is not None and _version(row["sdk"]) >= _version(MIN_SDK):
                     rows.setdefault((repository, row["tag"]), row)
-    return sorted(rows.values(), key=lambda r: (r["repository"], _version(r["sdk"]), _version(r["torch"])))
+    return sorted(rows.values(), key=lambda r: (r["repository"], _version(r["sdk"]), _version(r[framework])))
 
 
 _PIP_INSTALL = re.compile(r"(?:^|\s)(?:\$\{?PIP\}?|pip3?|python3? -m pip)\s+install\s+(.*)$")
@@ -115,7 +136,7 @@ def pip_installed(dockerfile: str, args: dict[str, str]) -> list[str]:
     return [f"{name}{spec}" for name, spec in sorted(found.items())]
 
 
-def _row(repo: Path, repository: str, line: str) -> dict | None:
+def _row(repo: Path, repository: str, line: str, framework: str = "torch") -> dict | None:
     """One README table row with its Dockerfile's facts; None for a line that is no image row."""
     link = _ROW.match(line)
     if not link:
@@ -126,14 +147,22 @@ def _row(repo: Path, repository: str, line: str) -> dict | None:
     parsed = _TAG.match(tag)
     if not parsed:
         return None  # not a Neuron SDK 2.x image tag (none at the time of writing)
-    dockerfile = _git(repo, "show", f"{git_tag}:{path}")
+    try:
+        dockerfile = _git(repo, "show", f"{git_tag}:{path}")
+    except CatalogError:
+        # The README links a Dockerfile its git tag does not hold (vllm 0.13.0 at 2.27.1, listed from 2.28.0 on):
+        # nothing says what that image runs, so it is left out rather than read from another release's file.
+        return {"missing": f"{tag} ({path} is not at {git_tag})"}
     args = dict(re.findall(r"^ARG ([A-Z_]+)=(\S+)", dockerfile, re.MULTILINE))
     ubuntu = re.search(r"^FROM \S*ubuntu:([\d.]+)", dockerfile, re.MULTILINE)
+    # vllm-neuron's branch, "release-0.5.3": the plugin's version the image installs from /opt/vllm
+    branch = re.fullmatch(r"release-(\S+)", args.get("GITHUB_REPO_BRANCH", ""))
     return {
         "repository": repository,
         "sdk": parsed["sdk"],
         "tag": tag,
-        "torch": parsed["torch"],
+        framework: parsed["framework"],
+        **({"vllm_neuron": branch[1]} if framework == "vllm" and branch else {}),
         "ubuntu": ubuntu[1] if ubuntu else parsed["ubuntu"],
         "instances": [i.strip() for i in cells[3].split(",") if i.strip()],
         **{field: re.split(r"[+-]", args[arg])[0] for arg, field in _ARGS.items() if arg in args},
@@ -142,27 +171,36 @@ def _row(repo: Path, repository: str, line: str) -> dict | None:
     }
 
 
-def render(repo: Path) -> str:
+def render(repo: Path, vllm: bool = False) -> str:
     import yaml
 
     commit = _git(repo, "rev-parse", "HEAD").strip()
+    what, flag, name = (
+        ("vLLM Neuron", "--vllm ", "vllm_releases") if vllm else ("Neuron deep learning", "", "dlc_releases")
+    )
     header = (
-        "# Neuron deep learning container images, one row per image tag: its Neuron SDK release, and what the\n"
+        f"# {what} container images, one row per image tag: its Neuron SDK release, and what the\n"
         "# image runs. GENERATED from github.com/aws-neuron/deep-learning-containers @ "
         f"{commit[:12]}: README.md's tables (at each\n"
         "# release tag and HEAD) and each row's Dockerfile at the git tag the row links to (its ARG lines; the +build suffixes dropped). Do not edit by\n"
-        "# hand: python -m neurondeploy.catalog.dlc_releases_source REPO_DIR > neurondeploy/catalog/data/dlc_releases.yaml\n"
+        f"# hand: python -m neurondeploy.catalog.dlc_releases_source {flag}REPO_DIR > neurondeploy/catalog/data/{name}.yaml\n"
     )
-    body = yaml.safe_dump({"commit": commit, "releases": releases(repo)}, sort_keys=False, width=120)
+    LEFT_OUT.clear()
+    rows = vllm_releases(repo) if vllm else releases(repo)
+    for missing in sorted(LEFT_OUT):
+        header += f"# left out, its README link names no Dockerfile: {missing}\n"
+    body = yaml.safe_dump({"commit": commit, "releases": rows}, sort_keys=False, width=120)
     return header + body
 
 
 if __name__ == "__main__":  # pragma: no cover - a maintainer's command
-    if len(sys.argv) != 2:
-        print("usage: python -m neurondeploy.catalog.dlc_releases_source REPO_DIR", file=sys.stderr)
+    arguments = sys.argv[1:]
+    vllm = arguments[:1] == ["--vllm"]
+    if len(arguments) != 1 + vllm:
+        print("usage: python -m neurondeploy.catalog.dlc_releases_source [--vllm] REPO_DIR", file=sys.stderr)
         raise SystemExit(2)
     try:
-        sys.stdout.write(render(Path(sys.argv[1])))
+        sys.stdout.write(render(Path(arguments[-1]), vllm=vllm))
     except CatalogError as exc:
         print(f"error: {exc.message} ({exc.hint})", file=sys.stderr)
         raise SystemExit(1) from None
