@@ -32,6 +32,7 @@ from neurondeploy.catalog.images import (
     image_uri,
     known_tags,
     neuron_image,
+    public_registry,
 )
 from neurondeploy.catalog.instances import (
     PRICE_REGION,
@@ -112,6 +113,7 @@ __all__ = [
     "legal_tp_degrees",
     "maintenance_warnings",
     "neuron_image",
+    "public_registry",
     "price_per_hour",
     "regions",
     "sdk_paths",

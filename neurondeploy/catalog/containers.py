@@ -39,6 +39,9 @@ class ContainerKind:
     environment: tuple[tuple[str, str], ...]  # (variable, the spec value it carries), in the table's order
     obsolete_env: tuple[tuple[str, str], ...]  # (variable an older image read, what replaced it)
     source: str
+    wrapper: str = "none"  # none | for-secrets | required (data/containers.yaml)
+    wrapper_entrypoint: str | None = None  # what the wrapper execs; None: the base image's own entrypoint
+    compiles_at_start: bool = False  # with no compiled artifacts it compiles when it starts (else it refuses to)
 
     @property
     def model_variable(self) -> str | None:
@@ -66,6 +69,9 @@ def _kinds() -> dict[str, ContainerKind]:
             environment=tuple((row["environment"] or {}).items()),
             obsolete_env=tuple((row["obsolete_env"] or {}).items()),
             source=row["source"],
+            wrapper=row["wrapper"],
+            wrapper_entrypoint=row["wrapper_entrypoint"],
+            compiles_at_start=bool(row.get("compiles_at_start", False)),
         )
         for name, row in rows.items()
     }

@@ -8,6 +8,7 @@ from functools import cache
 
 from neurondeploy.catalog._data import load, minor, unknown, version_tuple
 from neurondeploy.catalog.dlc_releases import DLC_REPOSITORY, dlc_releases
+from neurondeploy.catalog.vllm_releases import vllm_releases
 from neurondeploy.errors import CatalogError
 
 
@@ -21,6 +22,15 @@ class ImageTag:
     confirmed: bool
     # model_type values (config.json) its optimum-neuron serves for text-generation; empty: not catalogued
     text_generation_models: tuple[str, ...] = ()
+    # instance families the image lists (the vLLM Neuron rows); empty: every Neuron family the catalogue knows
+    instances: tuple[str, ...] = ()
+
+    def serves(self, family: str) -> bool:
+        return not self.instances or _IMAGE_FAMILY.get(family, family) in self.instances
+
+
+# The DLC README names one family for its sizes: trn1n runs what trn1 runs.
+_IMAGE_FAMILY = {"trn1n": "trn1"}
 
 
 def _images() -> dict:
@@ -39,9 +49,15 @@ def dlc_accounts() -> dict[str, str]:
 
 @cache
 def image_accounts(purpose: str) -> dict[str, str]:
-    """region -> account for one image purpose (training, inference, tgi, vllm)."""
+    """region -> account for one image purpose (training, inference, tgi, vllm); none for an image published on
+    a public registry only (vllm-neuron)."""
     _spec(purpose)
-    return dict(load("image_accounts")["purposes"][purpose])
+    return dict(load("image_accounts")["purposes"].get(purpose, {}))
+
+
+def public_registry(purpose: str) -> str | None:
+    """Where an image published only on a public registry is (``public.ecr.aws/neuron``); None for the others."""
+    return _spec(purpose).get("public_registry")
 
 
 def _spec(purpose: str) -> dict:
@@ -98,7 +114,20 @@ def known_tags(purpose: str) -> tuple[ImageTag, ...]:
     """Known tags for ``purpose``, oldest SDK first (tags without an SDK version keep file order, first); within
     one SDK release, the newest torch last. The Neuron DLCs' come from the release matrix (``tags_from``)."""
     spec = _spec(purpose)
-    if spec.get("tags_from") == "dlc_releases":
+    if spec.get("tags_from") == "vllm_releases":
+        tags = [
+            ImageTag(
+                purpose,
+                row.repository,
+                row.tag,
+                row.sdk,
+                f"{DLC_REPOSITORY} README.md; {row.source}",
+                True,
+                instances=row.instances,
+            )
+            for row in vllm_releases()
+        ]
+    elif spec.get("tags_from") == "dlc_releases":
         tags = [
             ImageTag(purpose, row.repository, row.tag, row.sdk, f"{DLC_REPOSITORY} README.md; {row.source}", True)
             for row in dlc_releases()
@@ -154,6 +183,8 @@ def neuron_image(purpose: str, region: str, sdk_version: str | None = None) -> s
                 f"use {known}",
             )
         chosen = found[-1]
+    if public_registry(purpose):
+        return f"{public_registry(purpose)}/{spec['repository']}:{chosen.tag}"
     accounts = image_accounts(purpose)
     _check_partition(region)
     if region not in accounts:

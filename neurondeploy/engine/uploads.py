@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from neurondeploy import catalog
 from neurondeploy.archive import artifact_digest, pack_artifact
 from neurondeploy.aws.errors import is_ecr_image_missing, is_s3_missing_bucket, is_s3_missing_object
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
@@ -14,6 +13,7 @@ from neurondeploy.errors import NeurondeployError
 from neurondeploy.resources.compute import CONSTRAINTS_FILE
 from neurondeploy.resources.model import PlanContext
 from neurondeploy.resources.naming import split_s3, toolkit_prefix
+from neurondeploy.resources.release import WRAPPER_BUILD, wrapper_base
 from neurondeploy.resources.s3 import shared_bucket_resource
 from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY, container_image, image_repository
 from neurondeploy.specs import InferenceSpec
@@ -129,10 +129,11 @@ def check_container_image(transport: AwsTransport, spec, ctx: PlanContext) -> No
             build = f"docker build -f infra/serving/Dockerfile -t {image} . && {login}"
             hint = f"{build}, or leave deployment.container.image_uri empty for the Neuron DLC"
         else:
-            base = catalog.neuron_image(spec.container.image_purpose, spec.region, spec.neuron_sdk_version)
+            base = wrapper_base(spec)
+            entrypoint = spec.container.wrapper_entrypoint or "<its entrypoint>"
             hint = (
-                f"build the wrapper over {base}: docker build -f infra/hf-secrets/Dockerfile --build-arg "
-                f"BASE_IMAGE={base} --build-arg HF_ENTRYPOINT=<its entrypoint> -t {image} . && {login}"
+                f"build the wrapper over {base}: docker build -f {WRAPPER_BUILD} --build-arg "
+                f"BASE_IMAGE={base} --build-arg HF_ENTRYPOINT='{entrypoint}' -t {image} . && {login}"
             )
         raise ApplyError(
             f"the container image {image} is not in ECR ({exc.code}); the endpoint would fail to start", hint

@@ -165,6 +165,19 @@ def precompiled_context(
         return {}
     if spec.deployment.platform != "sagemaker":
         return {}
+    if spec.container.compiles_at_start:
+        if not spec.deployment.container.compile_at_start:
+            raise PlanError(
+                f"{spec.container.name} compiles the model when it starts, and compile --remote does not build its "
+                "artifacts yet: nothing was created",
+                "set deployment.container.compile_at_start: true to let it compile at start, within "
+                "deployment.health_check_timeout_s",
+            )
+        on_event(
+            f"{spec.container.name} compiles the model when it starts, within the "
+            f"{spec.deployment.health_check_timeout_s} s startup health check"
+        )
+        return {}
     cache_uri = cache_s3 or default_cache_uri(transport, loaded)
     ctx = plan_context(loaded)
     key = llm_artifact_key(spec, container_image(spec, ctx))

@@ -29,7 +29,7 @@ from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_
 from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.state_s3 import open_state
 from neurondeploy.engine.uploads import ensure_bucket, upload_artifact
-from neurondeploy.errors import NeurondeployError
+from neurondeploy.errors import NeurondeployError, PlanError
 from neurondeploy.ops.sagemaker_job import JobToStart, Review, exit_code_of, start_or_attach, wait_for_job
 from neurondeploy.planner.artifact_target import artifact_sdk
 from neurondeploy.planner.checks import model_architecture, refuse_errors
@@ -166,6 +166,12 @@ def compile_remote(
     state = state if state is not None else open_state(None)
     on_event = on_event or (lambda message: None)
     llm = loaded.spec.kind == "inference" and loaded.spec.container.llm
+    if llm and loaded.spec.container.compiles_at_start:
+        raise PlanError(
+            f"compile --remote exports models for the Hugging Face containers only; {loaded.spec.container.name} "
+            "compiles the model when it starts, and building its artifacts ahead is not available yet",
+            "set deployment.container.compile_at_start: true and apply",
+        )
     # offline first: a spec compile --remote cannot take is refused before any AWS call (credentials or not)
     key = None if llm else remote_artifact_key(loaded, CompileCache(root=cache_dir).root)
     cache_uri = cache_s3 or default_cache_uri(transport, loaded)

@@ -42,8 +42,23 @@ def _job_line(what: str, instance_type: str, file: str, region: str) -> list[str
     ]
 
 
+def _compiled_at_start(spec) -> list[str]:
+    """A container that compiles the model when it starts (vllm-neuron): what apply needs of the spec first."""
+    if spec.deployment.container.compile_at_start:
+        return [
+            f"the model: {spec.container.name} compiles it with NxD Inference when the endpoint starts, within the "
+            f"{spec.deployment.health_check_timeout_s} s startup health check (compile_at_start)"
+        ]
+    return [
+        f"the model: {spec.container.name} compiles it when it starts, and compile --remote does not build its "
+        "artifacts yet: set deployment.container.compile_at_start: true, or apply refuses"
+    ]
+
+
 def _artifact(loaded: LoadedSpec) -> list[str]:
     spec, file = loaded.spec, loaded.source.file
+    if not spec.container.ours and spec.container.compiles_at_start:
+        return _compiled_at_start(spec)
     if not spec.container.ours:
         if spec.deployment.platform != "sagemaker" or spec.deployment.container.start_from_neuron_cache:
             return []

@@ -15,10 +15,10 @@ from neurondeploy import catalog
 from neurondeploy.errors import CatalogError, PlanError
 from neurondeploy.planner import sizing, training_memory
 from neurondeploy.resources.precompiled import load_budget
-from neurondeploy.resources.release import deployment_release
+from neurondeploy.resources.release import WRAPPER_BUILD, deployment_release, wrapper_base
 from neurondeploy.resources.sagemaker_endpoint import volume_for
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
-from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelArchitecture
+from neurondeploy.specs.inference import MAX_STARTUP_S, PACKAGE_PREFIX, ModelArchitecture
 
 
 @dataclass
@@ -391,8 +391,54 @@ def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
             f"{len(spec.compile.buckets)} buckets were given",
             "list one batch size and one sequence length",
         )
-    if dep.platform == "sagemaker" and not spec.container.ours:
+    if dep.platform == "sagemaker" and spec.container.wrapper == "required" and not dep.container.image_uri:
+        yield from _wrapper_needed(spec)
+    if dep.platform == "sagemaker" and spec.container.compiles_at_start:
+        yield from _compile_at_start_advice(loaded)
+    elif dep.platform == "sagemaker" and not spec.container.ours:
         yield from _precompile_advice(loaded)
+
+
+def _wrapper_needed(spec: InferenceSpec) -> Iterable[Finding]:
+    """SageMaker pulls a model's image from a private ECR registry; this kind's image is on a public one."""
+    try:
+        base = wrapper_base(spec)
+    except CatalogError:
+        return  # check_sdk says why
+    kind = spec.container
+    yield error(
+        "deployment.container.image_uri",
+        f"container {kind.name} runs on SageMaker from the account's own ECR: its image {base} is on a public "
+        "registry, which SageMaker does not pull from",
+        f"build the wrapper (docker build -f {WRAPPER_BUILD} --build-arg BASE_IMAGE={base} --build-arg "
+        f"HF_ENTRYPOINT='{kind.wrapper_entrypoint}' -t ACCOUNT.dkr.ecr.{spec.region}.amazonaws.com/"
+        f"neurondeploy-{kind.name}:TAG .), push it and set deployment.container.image_uri to it",
+    )
+
+
+def _compile_at_start_advice(loaded: LoadedSpec) -> Iterable[Finding]:
+    """vllm-neuron compiles the model through NxD Inference when it starts unless NEURON_COMPILED_ARTIFACTS names
+    compiled ones (vllm_neuron/worker/neuronx_distributed_model_loader.py); compile --remote does not build them
+    for it yet, so the spec must agree to the compile at start, which the startup health check must outlast."""
+    spec = loaded.spec
+    named = spec.model.hf_model_id or "the model"
+    timeout = spec.deployment.health_check_timeout_s
+    if not spec.deployment.container.compile_at_start:
+        yield warning(
+            "deployment.container",
+            f"apply refuses to deploy {named}: {spec.container.name} compiles it when it starts unless given "
+            "compiled artifacts, and compile --remote does not build them for this container yet",
+            "set deployment.container.compile_at_start: true to let it compile at start (and "
+            f"deployment.health_check_timeout_s up to {MAX_STARTUP_S})",
+        )
+    elif timeout < MAX_STARTUP_S:
+        yield warning(
+            "deployment.health_check_timeout_s",
+            f"the container compiles {named} with NxD Inference when it starts, within the {timeout} s startup "
+            "health check: an 8B model's compile takes tens of minutes, and an endpoint whose compile outlasts the "
+            "check fails",
+            f"set deployment.health_check_timeout_s: {MAX_STARTUP_S} (the most SageMaker allows)",
+        )
 
 
 def _precompile_advice(loaded: LoadedSpec) -> Iterable[Finding]:

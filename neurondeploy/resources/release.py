@@ -23,7 +23,7 @@ error naming the missing piece and the releases that have them all.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from neurondeploy import catalog
 from neurondeploy.catalog import DlcRelease
@@ -32,6 +32,7 @@ from neurondeploy.specs import InferenceSpec, Spec, TrainingSpec
 from neurondeploy.wheel import constraints_for
 
 INFERENCE_DLC = "pytorch-inference-neuronx"
+WRAPPER_BUILD = "infra/hf-secrets/Dockerfile"  # builds a wrapper FROM a catalogue image (data/containers.yaml)
 TRAINING_DLC = "pytorch-training-neuronx"
 
 
@@ -45,6 +46,7 @@ class Piece:
     python: str  # the Python it runs (the target's, for resolving what we install there)
     source: str
     held: tuple[str, ...] = ()  # packages it has, "name" or "name<spec>" (an image's Dockerfile's pip installs, torch)
+    base: str | None = None  # a wrapper's: the catalogue image tag it is built FROM
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,26 @@ class _Needs:
     hf_purpose: str | None = None  # a Hugging Face container's catalogue image, when its tags carry their SDK
     host: catalog.InferenceAmi | None = None  # the SageMaker host image under the serving image: its driver
     wrapper: str | None = None  # the spec's image, built FROM the hf_purpose image (infra/hf-secrets)
+    family: str | None = None  # the instance family: an image that lists its families must list this one
+
+
+def wrapper_base(spec: InferenceSpec) -> str | None:
+    """The full reference of the catalogue image a wrapper (the spec's image_uri, or the one it needs) is built FROM
+    for this deployment's release and instance family; None when the kind runs no catalogue image."""
+    kind = spec.container
+    if kind.ours:
+        return None
+    needs = _needs(spec, catalog.DEFAULT_DLAMI_PARAMETER)
+    if needs.hf_purpose is None:
+        return None
+    piece = _release_for(spec, replace(needs, wrapper=needs.wrapper or "the wrapper")).piece("serving image")
+    if piece is None or piece.base is None:
+        return None
+    registry = catalog.public_registry(kind.image_purpose)
+    repository = tags_repository(kind.image_purpose)
+    return (
+        f"{registry}/{repository}:{piece.base}" if registry else catalog.image_uri(repository, spec.region, piece.base)
+    )
 
 
 def serving_piece(spec: InferenceSpec) -> Piece | None:
@@ -111,7 +133,8 @@ def _needs(spec: Spec, dlami_parameter: str) -> _Needs:
         with_sdk = any(tag.sdk for tag in catalog.known_tags(purpose))
         if not with_sdk:
             return _Needs(path)
-        return _Needs(path, hf_purpose=purpose, host=host, wrapper=image_uri)
+        family = catalog.get_instance(spec.deployment.instance_type).family
+        return _Needs(path, hf_purpose=purpose, host=host, wrapper=image_uri, family=family)
     if platform == "ec2":
         known = {d.parameter: d for d in catalog.dlamis()}
         # A parameter the catalogue does not know (apply --ami-ssm-parameter): its SDK is the operator's to match.
@@ -163,13 +186,16 @@ def _pieces(needs: _Needs, version: str) -> tuple[list[Piece], list[str]]:
             missing.append(f"no {repository} image")
     if needs.hf_purpose is not None:
         tags = [tag for tag in catalog.known_tags(needs.hf_purpose) if tag.sdk == version]
-        if tags:
-            python = re.search(r"-py(\d)(\d+)-", tags[-1].tag)
+        served = [tag for tag in tags if needs.family is None or tag.serves(needs.family)]
+        if served:
+            python = re.search(r"-py(\d)(\d+)-", served[-1].tag)
             version_of_python = f"{python[1]}.{python[2]}" if python else "unknown"
-            name, source = tags[-1].tag, tags[-1].source
+            name, source, base = served[-1].tag, served[-1].source, None
             if needs.wrapper:
-                name, source = needs.wrapper, f"built FROM {name} as infra/hf-secrets/Dockerfile builds it; {source}"
-            pieces.append(Piece("serving image", name, version, version_of_python, source))
+                name, source, base = needs.wrapper, f"built FROM {name} as {WRAPPER_BUILD} builds it; {source}", name
+            pieces.append(Piece("serving image", name, version, version_of_python, source, base=base))
+        elif tags:
+            missing.append(f"its {tags_repository(needs.hf_purpose)} images do not list {needs.family} instances")
         else:
             missing.append(f"no {tags_repository(needs.hf_purpose)} image")
     if needs.dlami is not None:
@@ -229,7 +255,10 @@ def _candidates(needs: _Needs) -> list[str]:
 def deployment_release(spec: Spec, dlami_parameter: str = catalog.DEFAULT_DLAMI_PARAMETER) -> DeploymentRelease:
     """The one release ``spec`` runs (module doc). Raises :class:`CatalogError` (one line, with the fix) when the
     pin lacks a piece or no release has them all."""
-    needs = _needs(spec, dlami_parameter)
+    return _release_for(spec, _needs(spec, dlami_parameter))
+
+
+def _release_for(spec: Spec, needs: _Needs) -> DeploymentRelease:
     pin = spec.neuron_sdk_version
     if not (needs.serving_dlc or needs.training_dlc or needs.dlami or needs.hf_purpose):
         if pin:

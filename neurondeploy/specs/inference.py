@@ -18,6 +18,7 @@ PACKAGE_PREFIX = "pkg://"
 MODEL_SOURCES = ("path", "factory", "hf_model_id", "s3_uri", "training_job")
 # Sources a Hugging Face LLM container takes; the last three reach the endpoint as its model data (ModelDataUrl).
 PLATFORM_NAMES = {"sagemaker": "SageMaker", "ec2": "EC2"}
+MAX_STARTUP_S = 3600  # ContainerStartupHealthCheckTimeoutInSeconds' maximum (botocore sagemaker service-2.json)
 INSTANCE_TYPE_PATTERN = r"^(ml\.)?[a-z][a-z0-9]*\.[0-9]*[a-z0-9]+$"
 
 
@@ -412,6 +413,15 @@ class ContainerSpec(StrictModel):
             "and billed); false (the default): apply refuses to deploy until compile --remote has exported it."
         ),
     ] = False
+    compile_at_start: Annotated[
+        bool,
+        Field(
+            description="vllm-neuron with no compiled artifacts: true lets the container compile the model with NxD "
+            "Inference when it starts (vllm-neuron's behaviour without NEURON_COMPILED_ARTIFACTS: minutes to an "
+            "hour, inside the startup health check, deployment.health_check_timeout_s, at most 3600 s); false (the "
+            "default): apply refuses, since compile --remote does not build vllm-neuron's artifacts yet."
+        ),
+    ] = False
     env: Annotated[
         dict[str, str | SecretReference],
         Field(
@@ -593,7 +603,7 @@ class DeploymentSpec(StrictModel):
         Field(
             description="ContainerStartupHealthCheckTimeoutInSeconds: how long loading may take before /ping must pass (60-3600).",
             ge=60,
-            le=3600,
+            le=MAX_STARTUP_S,
         ),
     ] = 600
     model_download_timeout_s: Annotated[
@@ -694,7 +704,7 @@ class InferenceSpec(SpecBase):
         if self.task == "text-generation" and not kind.llm:
             raise FieldIssue(
                 "deployment.container.kind",
-                "task text-generation is served by the Hugging Face LLM containers; set deployment.container.kind "
+                "task text-generation is served by the LLM containers; set deployment.container.kind "
                 f"to {' or '.join(llms)}",
             )
         if kind.llm and self.task != "text-generation":
@@ -721,6 +731,18 @@ class InferenceSpec(SpecBase):
                 "model.hf_model_id",
                 f"model.hf_model_id is only for the {' / '.join(llms)} containers; give model.path for a model "
                 f"{container} compiles",
+            )
+        if self.deployment.container.compile_at_start and not kind.compiles_at_start:
+            raise FieldIssue(
+                "deployment.container.compile_at_start",
+                f"compile_at_start is for a container that compiles the model when it starts (vllm-neuron); "
+                f"{container} does not: remove it",
+            )
+        if self.deployment.container.start_from_neuron_cache and kind.compiles_at_start:
+            raise FieldIssue(
+                "deployment.container.start_from_neuron_cache",
+                f"{container} does not read the Hugging Face Neuron cache; to let it compile when it starts, set "
+                "deployment.container.compile_at_start: true instead",
             )
         if self.model.quantization != "none" and not kind.quantization:
             raise FieldIssue(

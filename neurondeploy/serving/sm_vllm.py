@@ -1,0 +1,47 @@
+"""The vLLM Neuron wrapper's launcher: SageMaker runs ``docker run IMAGE serve``; the wrapper (infra/hf-secrets/Dockerfile
+with this module as its entrypoint) resolves secret references, then runs this, which starts vLLM's OpenAI server on
+8080 with one ``--<name> value`` per ``SM_VLLM_<NAME>=value`` of its environment (an empty value: the flag alone).
+
+That is the SageMaker convention of AWS's vLLM DLC (aws/deep-learning-containers
+vllm/build_artifacts/sagemaker_entrypoint.sh) and of vLLM's example (vllm-project/vllm
+examples/online_serving/sagemaker-entrypoint.sh), so a user may pass any vLLM option the same way. vLLM's server
+answers SageMaker's GET /ping and POST /invocations itself (vllm/entrypoints/sagemaker/api_router.py in current
+vLLM). The image's own entrypoint (common/vllm_entrypoint.py) only runs its arguments, so nothing of it is lost.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+PREFIX = "SM_VLLM_"
+PORT = "8080"  # SageMaker's, https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html
+SERVER = ("-m", "vllm.entrypoints.openai.api_server")
+# Where the server listens is SageMaker's to decide: these are left out, said on stderr.
+FIXED = ("SM_VLLM_PORT", "SM_VLLM_HOST")
+
+
+def vllm_arguments(environ: Mapping[str, str]) -> list[str]:
+    """vLLM's OpenAI server arguments for this environment, names in sorted order."""
+    arguments = ["--port", PORT]
+    for key in sorted(environ):
+        if not key.startswith(PREFIX) or key == PREFIX or key in FIXED:
+            continue
+        arguments.append("--" + key[len(PREFIX) :].lower().replace("_", "-"))
+        if environ[key]:
+            arguments.append(environ[key])
+    return arguments
+
+
+def main() -> None:
+    for key in FIXED:
+        if key in os.environ:
+            print(f"sm_vllm: {key} left out: the server listens on {PORT}, as SageMaker requires", file=sys.stderr)
+    command = [sys.executable, *SERVER, *vllm_arguments(os.environ)]
+    print(f"sm_vllm: {' '.join(command)}", file=sys.stderr, flush=True)
+    os.execv(sys.executable, command)
+
+
+if __name__ == "__main__":
+    main()  # SageMaker's argument ("serve") is the contract's, not vLLM's: it is not passed on

@@ -1,0 +1,191 @@
+"""The vllm-neuron container kind (issue 29, step 2): AWS's vLLM Neuron image on SageMaker through the wrapper in the
+account's ECR. The plan's image and environment, the one-line refusals, and the wrapper's start as SageMaker runs it:
+infra/hf-secrets/Dockerfile's ENTRYPOINT with `serve`, the secret resolver, the SM_VLLM_* launcher, and vLLM's
+OpenAI server (a stand-in here: vLLM and its Neuron plugin do not install on this machine) answering /ping and
+/invocations."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from support.cli import run_cli
+from support.ec2_deployment import FIXTURES, REPO
+
+from neurondeploy import catalog
+from neurondeploy.planner.context import plan_context
+from neurondeploy.resources.release import deployment_release
+from neurondeploy.resources.sagemaker_endpoint import create_model_request
+from neurondeploy.serving.sm_vllm import vllm_arguments
+from neurondeploy.specs import load_spec
+
+pytestmark = pytest.mark.integration
+WRAPPER = "123456789012.dkr.ecr.us-east-1.amazonaws.com/neurondeploy-vllm-neuron:0.1.0"
+ARCHITECTURE = {"layers": 32, "hidden_size": 4096, "attention_heads": 32, "kv_heads": 8, "vocab_size": 128256}
+ARCHITECTURE |= {"intermediate_size": 14336, "gated_mlp": True}
+
+
+def _spec(tmp_path: Path, *, container: dict | None = None, model: dict | None = None, **top) -> Path:
+    data = {
+        "kind": "inference",
+        "name": "llama-vn",
+        "region": "us-east-1",
+        "task": "text-generation",
+        "model": model or {"hf_model_id": "meta-llama/Llama-3.1-8B-Instruct", "architecture": ARCHITECTURE},
+        "compile": {"batch_sizes": [4], "sequence_lengths": [4096]},
+        "deployment": {
+            "platform": "sagemaker",
+            "instance_type": "ml.inf2.8xlarge",
+            "tensor_parallel": 2,
+            "health_check_timeout_s": 3600,
+            "container": container
+            if container is not None
+            else {"kind": "vllm-neuron", "image_uri": WRAPPER, "compile_at_start": True},
+        },
+        **top,
+    }
+    data["model"].setdefault("dtype", "bfloat16")
+    path = tmp_path / "vllm-neuron.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _validate(spec: Path) -> tuple[int, list[str], list[str]]:
+    result = run_cli("validate", str(spec), "--json")
+    (checked,) = json.loads(result.stdout)
+    return result.returncode, checked["errors"], checked["warnings"]
+
+
+def test_the_launcher_turns_sm_vllm_variables_into_vllms_arguments_on_8080():
+    environ = {
+        "SM_VLLM_MODEL": "/opt/ml/model",
+        "SM_VLLM_TENSOR_PARALLEL_SIZE": "2",
+        "SM_VLLM_ENABLE_PREFIX_CACHING": "",  # a flag alone
+        "SM_VLLM_PORT": "9000",  # SageMaker's port is not the spec's to move
+        "SM_ON_BATCH_SIZE": "4",  # another container's convention: not vLLM's
+    }
+    assert vllm_arguments(environ) == [
+        "--port", "8080", "--enable-prefix-caching", "--model", "/opt/ml/model", "--tensor-parallel-size", "2",
+    ]  # fmt: skip
+
+
+def test_plan_runs_the_wrapper_built_from_the_release_matrix_image_with_sm_vllm_settings(tmp_path):
+    loaded = load_spec(_spec(tmp_path))
+    release = deployment_release(loaded.spec)
+    piece = release.piece("serving image")
+    # SageMaker's host driver (2.19) takes no runtime of 2.30+: the newest 0.16.0 image it can run is 2.29.1's
+    expected = catalog.vllm_image("inf2", sdk=release.sdk)
+    assert (release.sdk, piece.name, piece.base, piece.python) == ("2.29.1", WRAPPER, expected.tag, "3.12")
+    container = create_model_request(loaded.spec, plan_context(loaded, account_id="123456789012"))["PrimaryContainer"]
+    assert container["Image"] == WRAPPER
+    assert container["Environment"] == {
+        "SM_VLLM_MODEL": "meta-llama/Llama-3.1-8B-Instruct",
+        "SM_VLLM_TENSOR_PARALLEL_SIZE": "2",
+        "SM_VLLM_MAX_NUM_SEQS": "4",
+        "SM_VLLM_MAX_MODEL_LEN": "4096",
+    }
+    planned = run_cli("plan", str(loaded.path))
+    assert planned.returncode == 0, planned.stderr
+    assert f"built FROM {expected.tag}" in planned.stdout and "compiles it with NxD Inference" in planned.stdout
+
+
+def test_what_the_container_cannot_take_is_refused_in_one_line(tmp_path):
+    # no wrapper: SageMaker cannot pull the public image; the fix builds it FROM the release's image
+    code, errors, _ = _validate(_spec(tmp_path, container={"kind": "vllm-neuron", "compile_at_start": True}))
+    base = f"public.ecr.aws/neuron/{catalog.VLLM_REPOSITORY}:{catalog.vllm_image('inf2', sdk='2.29.1').tag}"
+    assert code == 2 and len(errors) == 1 and "from the account's own ECR" in errors[0]
+    assert (
+        f"--build-arg BASE_IMAGE={base}" in errors[0]
+        and "HF_ENTRYPOINT='python3 -m neurondeploy.serving.sm_vllm'" in errors[0]
+    )
+    # a release whose vLLM Neuron images do not list inf2 (the Trn2 line)
+    trn2_only = catalog.vllm_image("trn2").sdk
+    code, errors, _ = _validate(_spec(tmp_path, neuron_sdk_version=trn2_only))
+    assert code == 2 and any("images do not list inf2 instances" in e for e in errors), errors
+    # the compile at start is the spec's choice, and each cache field belongs to its own kind
+    _, errors, warnings = _validate(_spec(tmp_path, container={"kind": "vllm-neuron", "image_uri": WRAPPER}))
+    assert errors == [] and any("set deployment.container.compile_at_start: true" in w for w in warnings)
+    wrong = {"kind": "vllm-neuron", "image_uri": WRAPPER, "start_from_neuron_cache": True}
+    code, errors, _ = _validate(_spec(tmp_path, container=wrong))
+    assert code == 2 and "does not read the Hugging Face Neuron cache" in errors[0]
+    code, errors, _ = _validate(_spec(tmp_path, container={"kind": "hf-vllm", "compile_at_start": True}))
+    assert code == 2 and "compile_at_start is for a container that compiles the model when it starts" in errors[0]
+
+
+def test_apply_without_compile_at_start_and_compile_remote_are_refused_before_any_call(sagemaker_world, tmp_path):
+    aws = sagemaker_world
+    spec = _spec(tmp_path, container={"kind": "vllm-neuron", "image_uri": WRAPPER})
+    state = str(tmp_path / "state.db")
+    for args in (("apply", str(spec), "--yes"), ("compile", str(spec), "--remote", "--yes")):
+        refused = run_cli(*args, "--state", state)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), refused.stderr
+        assert "compile_at_start: true" in lines[0]
+    assert aws.client("sagemaker").list_models()["Models"] == []
+    assert aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def _entrypoint() -> list[str]:
+    """infra/hf-secrets/Dockerfile's ENTRYPOINT, as Docker runs it."""
+    dockerfile = (REPO / "infra" / "hf-secrets" / "Dockerfile").read_text()
+    (line,) = re.findall(r"^ENTRYPOINT (\[.*\])$", dockerfile, re.MULTILINE)
+    return json.loads(line)
+
+
+@pytest.mark.slow
+def test_the_wrapper_started_as_sagemaker_starts_it_answers_ping_and_invocations(tmp_path):
+    from integration.test_serving import free_port
+    from neurondeploy.serving.llm.model import build_stand_in
+
+    model_dir = tmp_path / "opt" / "ml" / "model"  # where SageMaker unpacks the model data
+    lm = build_stand_in("tiny/llama", None, 256)
+    lm.model.save_pretrained(model_dir)
+    lm.tokenizer.save_pretrained(model_dir)
+    loaded = load_spec(_spec(tmp_path, model={"path": str(model_dir)}))
+    container = create_model_request(loaded.spec, plan_context(loaded, account_id="123456789012"))["PrimaryContainer"]
+    assert container["Environment"]["SM_VLLM_MODEL"] == "/opt/ml/model"
+    environment = {**container["Environment"], "SM_VLLM_MODEL": str(model_dir), "SM_VLLM_MAX_MODEL_LEN": "256"}
+    port, log = free_port(), tmp_path / "vllm-argv.jsonl"
+    env = {
+        **os.environ,
+        **environment,
+        # what the wrapper image sets (its HF_ENTRYPOINT build argument) and what stands in for the image's vLLM
+        "NEURONDEPLOY_HF_ENTRYPOINT": loaded.spec.container.wrapper_entrypoint,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PYTHONPATH": str(FIXTURES / "fake_vllm"),
+        "FAKE_VLLM_PORT": str(port),
+        "FAKE_VLLM_LOG": str(log),
+    }
+    process = subprocess.Popen(
+        [*_entrypoint(), "serve"], env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, process.stderr.read()
+            try:
+                if httpx.get(f"{url}/ping", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the wrapper's server never answered /ping"
+            time.sleep(0.2)
+        body = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4}
+        answer = httpx.post(f"{url}/invocations", json=body, timeout=60)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"] is not None
+        (argv,) = [json.loads(line) for line in log.read_text().splitlines()]
+        assert argv == vllm_arguments(environment) and argv[:2] == ["--port", "8080"]
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
