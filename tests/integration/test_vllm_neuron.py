@@ -20,8 +20,10 @@ import pytest
 import yaml
 from support.cli import run_cli
 from support.ec2_deployment import FIXTURES, REPO
+from support.sagemaker import push_image, queue_invocation_answer, transport
 
 from neurondeploy import catalog
+from neurondeploy.engine.sweep import find_leftovers
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.release import deployment_release
 from neurondeploy.resources.sagemaker_endpoint import create_model_request
@@ -189,3 +191,74 @@ def test_the_wrapper_started_as_sagemaker_starts_it_answers_ping_and_invocations
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_the_local_twin_answers_the_openai_client_and_refuses_as_vllm_does():
+    """`apply --local` of templates/llama3-8b-vllm-neuron-local.yaml: the routes and bodies of vLLM's server, which the
+    vllm-neuron container runs (a 2-layer stand-in of the 8B model here): the official client, streamed and whole;
+    a body vLLM refuses gets its 400."""
+    import openai
+
+    from integration.test_serving import free_port
+
+    port = free_port()
+    command = [sys.executable, "-m", "neurondeploy.cli", "apply", "templates/llama3-8b-vllm-neuron-local.yaml"]
+    process = subprocess.Popen(
+        [*command, "--local", "--port", str(port)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        line = process.stdout.readline()  # blocks until ready (or the process dies)
+        assert line.strip() == f"ready http://127.0.0.1:{port}", process.stderr.read()
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused")
+        model = client.models.list().data[0].id
+        messages = [{"role": "user", "content": "Hello"}]
+        whole = client.chat.completions.create(model=model, messages=messages, max_tokens=8, temperature=0)
+        streamed = client.chat.completions.create(
+            model=model, messages=messages, max_tokens=8, temperature=0, stream=True
+        )
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in streamed if chunk.choices)
+        assert whole.choices[0].message.content == text and "stand-in" in model
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(model=model, messages=messages, max_tokens=8, top_p=7)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+@pytest.mark.slow
+def test_the_template_applies_reapplies_with_no_mutating_call_and_destroys_to_nothing(sagemaker_world, tmp_path):
+    """Through the CLI against moto: apply of templates/llama3-8b-vllm-neuron-sagemaker.yaml (its wrapper pushed to
+    moto's ECR first, as apply requires), its smoke test a short chat through InvokeEndpoint (moto answers what is
+    queued here, in vLLM's OpenAI shape); a second apply sends no mutating call; destroy leaves nothing tagged."""
+    aws = sagemaker_world
+    template = REPO / "templates" / "llama3-8b-vllm-neuron-sagemaker.yaml"
+    image = load_spec(template).spec.deployment.container.image_uri
+    state = str(tmp_path / "state.db")
+    missing = run_cli("apply", str(template), "--yes", "--state", state)
+    assert (
+        missing.returncode != 0 and "is not in ECR" in missing.stderr and "HF_ENTRYPOINT='python3 -m" in missing.stderr
+    )
+    assert aws.client("sagemaker").list_models()["Models"] == []
+    push_image(aws, image.split("/", 1)[1].rsplit(":", 1)[0], image.rsplit(":", 1)[1])
+    queue_invocation_answer(
+        aws, {"model": "x", "choices": [{"message": {"content": "Hello!"}, "finish_reason": "stop"}]}
+    )
+    applied = run_cli("apply", str(template), "--yes", "--json", "--state", state)
+    assert applied.returncode == 0, applied.stderr
+    said = " ".join(applied.stderr.split())
+    assert "vllm-neuron compiles the model when it starts, within the 3600 s startup health check" in said
+    assert "smoke test passed: sagemaker:llama3-8b-vn completed" in said
+    (model,) = aws.client("sagemaker").list_models()["Models"]
+    described = aws.client("sagemaker").describe_model(ModelName=model["ModelName"])["PrimaryContainer"]
+    assert (
+        described["Image"] == image
+        and described["Environment"]["SM_VLLM_MODEL"] == load_spec(template).spec.model.hf_model_id
+    )
+    again = run_cli("apply", str(template), "--yes", "--json", "--state", state)
+    assert again.returncode == 0 and json.loads(again.stdout)["mutating_calls"] == 0, again.stderr
+    gone = run_cli("destroy", "llama3-8b-vn", "--yes", "--state", state)
+    assert gone.returncode == 0, gone.stderr
+    assert aws.client("sagemaker").list_models()["Models"] == [] and find_leftovers(transport(), "llama3-8b-vn") == []
