@@ -55,6 +55,13 @@ def image_accounts(purpose: str) -> dict[str, str]:
     return dict(load("image_accounts")["purposes"].get(purpose, {}))
 
 
+def frozen_at(purpose: str) -> tuple[str, str] | None:
+    """(the last Neuron SDK release, the source saying no later image is coming) for an image line that stopped;
+    None for a maintained one."""
+    spec = _spec(purpose)
+    return (spec["frozen_at"], spec["frozen_source"]) if spec.get("frozen_at") else None
+
+
 def public_registry(purpose: str) -> str | None:
     """Where an image published only on a public registry is (``public.ecr.aws/neuron``); None for the others."""
     return _spec(purpose).get("public_registry")

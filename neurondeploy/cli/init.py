@@ -74,7 +74,9 @@ def cmd_init(args) -> int:
     if out.exists() and not args.force:
         raise PlanError(f"{out} exists", "choose another --out, or --force to replace it")
     command = shlex.join(["neurondeploy", "init", *sys.argv[2:]]) if len(sys.argv) > 2 else "neurondeploy init"
-    text = starter_spec(source, target=args.target, name=name, region=args.region, command=command)
+    text = starter_spec(
+        source, target=args.target, name=name, region=args.region, command=command, image_uri=args.image_uri
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(f"wrote {out}")

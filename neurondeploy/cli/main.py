@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--name", help="deployment name (default: from the model's name)")
     init.add_argument("--region", default="us-east-1")
     init.add_argument("--config", metavar="FILE", help="the model's config.json, for a Hub id not in the local cache")
+    init.add_argument(
+        "--image-uri", metavar="URI", help="an LLM on SageMaker: the vllm-neuron wrapper image in your ECR"
+    )
     init.add_argument("--out", metavar="FILE", help="where to write the spec (default NAME.yaml here)")
     init.add_argument("--force", action="store_true", help="replace --out if it exists")
     init.set_defaults(handler="init:cmd_init")

@@ -391,6 +391,17 @@ def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
             f"{len(spec.compile.buckets)} buckets were given",
             "list one batch size and one sequence length",
         )
+    frozen = None if spec.container.ours else catalog.frozen_at(spec.container.image_purpose)
+    if frozen is not None:
+        maintained = [
+            k for k in catalog.llm_container_kinds() if not catalog.frozen_at(catalog.container_kind(k).image_purpose)
+        ]
+        yield warning(
+            "deployment.container.kind",
+            f"container {spec.container.name}'s images stop at Neuron SDK {frozen[0]}: no image for a later release "
+            f"is coming ({frozen[1]})",
+            f"container kind {' or '.join(maintained)} runs AWS's own, maintained vLLM Neuron image",
+        )
     if dep.platform == "sagemaker" and spec.container.wrapper == "required" and not dep.container.image_uri:
         yield from _wrapper_needed(spec)
     if dep.platform == "sagemaker" and spec.container.compiles_at_start:

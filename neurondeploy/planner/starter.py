@@ -16,7 +16,7 @@ from neurondeploy import catalog
 from neurondeploy.errors import PlanError
 from neurondeploy.planner import sizing
 from neurondeploy.specs.common import NAME_MAX
-from neurondeploy.specs.inference import LLM_TASK, task_from_config
+from neurondeploy.specs.inference import DEFAULT_LLM_CONTAINER, LLM_TASK, task_from_config
 
 # The encoder templates' shapes: an embedding or classification request is short, and batch 8 lets the server's
 # dynamic batching fill a NeuronCore; each (batch, length) pair is one compiled graph.
@@ -52,7 +52,9 @@ def spec_name(label: str) -> str:
     return name or "model"
 
 
-def starter_spec(source: ModelSource, *, target: str, name: str, region: str, command: str) -> str:
+def starter_spec(
+    source: ModelSource, *, target: str, name: str, region: str, command: str, image_uri: str | None = None
+) -> str:
     """The commented spec ``init`` writes. ``command`` is how it was asked for, quoted in the header."""
     task = task_from_config(source.config)
     if task == LLM_TASK and target != "sagemaker":
@@ -79,7 +81,7 @@ def starter_spec(source: ModelSource, *, target: str, name: str, region: str, co
         f"  {source.key}: {json.dumps(source.value)}",
     ]
     if task == LLM_TASK:
-        lines += _llm_lines(source, arch, target, region)
+        lines += _llm_lines(source, arch, target, region, image_uri)
     else:
         lines += _encoder_lines(source, arch, target, region)
     return "\n".join(lines) + "\n"
@@ -100,7 +102,7 @@ def _price(option) -> str:
     return f"${option.hourly_usd:.2f}/hour" if option.hourly_usd is not None else "price not catalogued"
 
 
-def _llm_lines(source: ModelSource, arch, target: str, region: str) -> list[str]:
+def _llm_lines(source: ModelSource, arch, target: str, region: str, image_uri: str | None) -> list[str]:
     profile = sizing.SERVING_PROFILES[sizing.DEFAULT_SERVING_PROFILE]
     best = _recommended(arch, profile.batch, profile.sequence, "bfloat16", "nxdi", target, region)
     lines = ["  dtype: bfloat16"]
@@ -125,12 +127,17 @@ def _llm_lines(source: ModelSource, arch, target: str, region: str) -> list[str]
             f"{best.replicas_per_instance} replica(s) per instance, {best.per_core_gib:.1f} of "
             f"{best.available_per_core_gib:g} GiB per NeuronCore",
         ),
+        _commented("  health_check_timeout_s: 3600", "the Hub download and the compile at start must fit in it"),
         "  container:",
-        "    kind: hf-vllm",
+        _commented(f"    kind: {DEFAULT_LLM_CONTAINER}", "AWS's vLLM Neuron container (the default for LLMs)"),
+        (
+            _commented(f"    image_uri: {image_uri}", "the wrapper in your ECR (infra/hf-secrets FROM AWS's image)")
+            if image_uri
+            else "    # image_uri: the wrapper in your ECR; `neurondeploy validate SPEC` prints the docker build for it"
+        ),
+        _commented("    compile_at_start: true", "the container compiles the model when it starts"),
         "    # A gated model (meta-llama, ...) needs a Hugging Face token, as a Secrets Manager reference:",
         "    # env: {HF_TOKEN: {secret: arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME}}",
-        "    # with image_uri set to the wrapper image infra/hf-secrets builds (the README's LLM section).",
-        "# apply deploys what `neurondeploy compile SPEC --remote` exported (a priced ml.trn1 job): run it first.",
     ]
 
 

@@ -6,7 +6,7 @@ import importlib.util
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -630,6 +630,7 @@ class DeploymentSpec(StrictModel):
 
 
 LLM_TASK = "text-generation"
+DEFAULT_LLM_CONTAINER = "vllm-neuron"  # what a text-generation spec runs when it names no container
 CAUSAL_LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
 
@@ -695,6 +696,23 @@ class InferenceSpec(SpecBase):
     def container(self) -> catalog.ContainerKind:
         """The catalogue's row for ``deployment.container.kind``."""
         return catalog.container_kind(self.deployment.container.kind)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _llm_container_by_default(cls, data: Any) -> Any:
+        """A text-generation spec that names no container runs AWS's vLLM Neuron container (the LLM path Neuron
+        supports now); the others default to our server."""
+        if not isinstance(data, dict) or data.get("task") != LLM_TASK:
+            return data
+        deployment = data.get("deployment")
+        deployment = {} if deployment is None else deployment
+        if not isinstance(deployment, dict):
+            return data
+        container = deployment.get("container")
+        container = {} if container is None else container
+        if not isinstance(container, dict) or "kind" in container:
+            return data
+        return {**data, "deployment": {**deployment, "container": {**container, "kind": DEFAULT_LLM_CONTAINER}}}
 
     @model_validator(mode="after")
     def _consistent(self) -> InferenceSpec:

@@ -262,3 +262,13 @@ def test_the_template_applies_reapplies_with_no_mutating_call_and_destroys_to_no
     gone = run_cli("destroy", "llama3-8b-vn", "--yes", "--state", state)
     assert gone.returncode == 0, gone.stderr
     assert aws.client("sagemaker").list_models()["Models"] == [] and find_leftovers(transport(), "llama3-8b-vn") == []
+
+
+def test_an_llm_spec_naming_no_container_runs_vllm_neuron_and_the_frozen_kinds_say_so(tmp_path):
+    named = _spec(tmp_path, container={})
+    assert load_spec(named).spec.deployment.container.kind == "vllm-neuron"
+    _, _, frozen = _validate(REPO / "templates" / "llama3-8b-vllm-sagemaker.yaml")
+    (said,) = [w for w in frozen if "images stop at Neuron SDK" in w]
+    assert "container hf-vllm's images stop at Neuron SDK 2.26.1" in said and "container kind vllm-neuron" in said
+    _, _, maintained = _validate(REPO / "templates" / "llama3-8b-vllm-neuron-sagemaker.yaml")
+    assert not any("images stop at" in w for w in maintained)

@@ -219,9 +219,15 @@ CORPUS: list[tuple[str, str | bytes, str, int | None]] = [
     ("bad role arn", INFERENCE + "iam:\n  role_arn: my-role\n", "iam.role_arn", 11),
     (
         "text generation with our container",
+        INFERENCE.replace("task: feature-extraction", "task: text-generation") + "  container: {kind: neurondeploy}\n",
+        "vllm-neuron",
+        10,
+    ),
+    (
+        "text generation of a factory (vllm-neuron by default)",
         INFERENCE.replace("task: feature-extraction", "task: text-generation"),
-        "hf-vllm",
-        7,
+        "container vllm-neuron loads a Hugging Face model itself",
+        4,
     ),
     ("trn1 volume on endpoint", INFERENCE.replace("inf2.xlarge", "trn1.2xlarge") + "  volume_gib: 100\n", "NVMe", 10),
     ("SDK without torch-neuronx", INFERENCE + "neuron_sdk_version: 2.32.0\n", "neuron_sdk_version", 10),

@@ -99,7 +99,9 @@ def test_init_writes_an_encoder_spec_that_validates_cleanly(tmp_path, target):
 
 def test_init_of_a_hub_llm_sizes_it_as_size_recommends_from_the_cached_config(tmp_path):
     cache = _hub_cache(tmp_path, "meta-llama/Llama-3.1-8B-Instruct", LLAMA_8B_CONFIG)
-    result = _init(tmp_path, "meta-llama/Llama-3.1-8B-Instruct", env={"HF_HUB_CACHE": str(cache)})
+    wrapper = "123456789012.dkr.ecr.us-east-1.amazonaws.com/neurondeploy-vllm-neuron:0.1.0"
+    args = ("meta-llama/Llama-3.1-8B-Instruct", "--image-uri", wrapper)
+    result = _init(tmp_path, *args, env={"HF_HUB_CACHE": str(cache)})
     assert result.returncode == 0, result.stderr
     spec = yaml.safe_load((tmp_path / "llama-3-1-8b-instruct.yaml").read_text())
     arch = sizing.architecture_from_config_values(LLAMA_8B_CONFIG)
@@ -112,24 +114,35 @@ def test_init_of_a_hub_llm_sizes_it_as_size_recommends_from_the_cached_config(tm
         [profile.batch],
         [profile.sequence],
     )
-    assert spec["model"]["architecture"]["kv_heads"] == 8 and spec["deployment"]["container"]["kind"] == "hf-vllm"
-    # what stays to do is validate's to say: the export before apply, nothing about fit or host RAM
-    (warning,) = _validate(tmp_path / "llama-3-1-8b-instruct.yaml")
-    assert "until compile --remote has exported it" in warning
+    assert spec["model"]["architecture"]["kv_heads"] == 8
+    # AWS's vLLM Neuron container, compiling at start within SageMaker's longest startup budget: nothing left to warn
+    container = spec["deployment"]["container"]
+    assert container == {"kind": "vllm-neuron", "image_uri": wrapper, "compile_at_start": True}
+    assert spec["deployment"]["health_check_timeout_s"] == 3600
+    assert _validate(tmp_path / "llama-3-1-8b-instruct.yaml") == []
+
+
+def test_init_of_an_llm_without_its_wrapper_writes_the_spec_and_says_how_to_build_it(tmp_path):
+    (tmp_path / "c.json").write_text(json.dumps(LLAMA_8B_CONFIG))
+    result = _init(tmp_path, "meta-llama/Llama-3.1-8B-Instruct", "--config", "c.json", "--name", "llm")
+    assert result.returncode == 2 and (tmp_path / "llm.yaml").is_file()
+    (error,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "deployment.container.image_uri" in error and "docker build -f infra/hf-secrets/Dockerfile" in error
 
 
 def test_init_of_a_local_llm_directory_names_the_path_relative_to_the_spec(tmp_path):
     tiny = {**LLAMA_8B_CONFIG, "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4}
     tiny |= {"num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000}
     _model_dir(tmp_path / "models", "tiny-llama", tiny)
-    result = _init(tmp_path, "models/tiny-llama", "--out", "specs/tiny.yaml")
+    wrapper = ("--image-uri", "123456789012.dkr.ecr.us-east-1.amazonaws.com/neurondeploy-vllm-neuron:0.1.0")
+    result = _init(tmp_path, "models/tiny-llama", "--out", "specs/tiny.yaml", *wrapper)
     assert result.returncode == 0, result.stderr
     spec = yaml.safe_load((tmp_path / "specs" / "tiny.yaml").read_text())
     assert spec["name"] == "tiny-llama" and spec["model"] == {
         "path": str(tmp_path / "models" / "tiny-llama"),
         "dtype": "bfloat16",
     }
-    under = _init(tmp_path / "models", "tiny-llama", "--out", "tiny.yaml")
+    under = _init(tmp_path / "models", "tiny-llama", "--out", "tiny.yaml", *wrapper)
     assert (
         under.returncode == 0
         and yaml.safe_load((tmp_path / "models" / "tiny.yaml").read_text())["model"]["path"] == "tiny-llama"
