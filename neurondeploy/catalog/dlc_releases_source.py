@@ -28,7 +28,6 @@ from neurondeploy.errors import CatalogError
 REPOSITORIES = ("pytorch-inference-neuronx", "pytorch-training-neuronx")
 # The README's vLLM section, and the image repository its rows name
 VLLM_SECTION, VLLM_REPOSITORY = "vllm-inference-neuronx", "pytorch-inference-vllm-neuronx"
-LEFT_OUT: set[str] = set()  # rows whose Dockerfile is not at the tag their link names (render says which)
 # The oldest release catalogued: data/sdk.yaml's lifecycle table starts there.
 MIN_SDK = "2.20.0"
 # A README table row: | [PyTorch X](https://github.com/aws-neuron/deep-learning-containers/blob/TAG/PATH) | packages |
@@ -85,27 +84,31 @@ def releases(repo: Path) -> list[dict]:
     """Every row the README's pytorch-inference-neuronx and pytorch-training-neuronx tables list at any release tag
     or at HEAD (a release's README drops the older patch releases: 2.21's rows are only in the README of 2.21.x),
     from :data:`MIN_SDK` on, each with what its Dockerfile (at the row's tag) says the image runs."""
-    sections = {repository: repository for repository in REPOSITORIES}
-    return _rows(repo, sections, "torch")
+    return _table(repo, vllm=False)[0]
 
 
 def vllm_releases(repo: Path) -> list[dict]:
     """The same for the vllm-inference-neuronx table: each row's vLLM version and vllm-neuron branch too."""
-    return _rows(repo, {VLLM_SECTION: VLLM_REPOSITORY}, "vllm")
+    return _table(repo, vllm=True)[0]
 
 
-def _rows(repo: Path, sections: dict[str, str], framework: str) -> list[dict]:
+def _table(repo: Path, *, vllm: bool) -> tuple[list[dict], list[str]]:
+    """The rows, and the images left out because their README link names no Dockerfile at its tag."""
+    framework = "vllm" if vllm else "torch"
+    sections = {VLLM_SECTION: VLLM_REPOSITORY} if vllm else {repository: repository for repository in REPOSITORIES}
     rows: dict[tuple[str, str], dict] = {}
+    left_out: set[str] = set()
     for readme_at in [*release_tags(repo), "HEAD"]:
         readme = _git(repo, "show", f"{readme_at}:README.md")
         for section, repository in sections.items():
             for line in _section(readme, section):
                 row = _row(repo, repository, line, framework)
                 if row is not None and "missing" in row:
-                    LEFT_OUT.add(row["missing"])
+                    left_out.add(row["missing"])
                 elif row is not None and _version(row["sdk"]) >= _version(MIN_SDK):
                     rows.setdefault((repository, row["tag"]), row)
-    return sorted(rows.values(), key=lambda r: (r["repository"], _version(r["sdk"]), _version(r[framework])))
+    ordered = sorted(rows.values(), key=lambda r: (r["repository"], _version(r["sdk"]), _version(r[framework])))
+    return ordered, sorted(left_out)
 
 
 _PIP_INSTALL = re.compile(r"(?:^|\s)(?:\$\{?PIP\}?|pip3?|python3? -m pip)\s+install\s+(.*)$")
@@ -185,9 +188,8 @@ def render(repo: Path, vllm: bool = False) -> str:
         "# release tag and HEAD) and each row's Dockerfile at the git tag the row links to (its ARG lines; the +build suffixes dropped). Do not edit by\n"
         f"# hand: python -m neurondeploy.catalog.dlc_releases_source {flag}REPO_DIR > neurondeploy/catalog/data/{name}.yaml\n"
     )
-    LEFT_OUT.clear()
-    rows = vllm_releases(repo) if vllm else releases(repo)
-    for missing in sorted(LEFT_OUT):
+    rows, left_out = _table(repo, vllm=vllm)
+    for missing in left_out:
         header += f"# left out, its README link names no Dockerfile: {missing}\n"
     body = yaml.safe_dump({"commit": commit, "releases": rows}, sort_keys=False, width=120)
     return header + body

@@ -8,7 +8,7 @@ from functools import cache
 
 from neurondeploy.catalog._data import load, minor, unknown, version_tuple
 from neurondeploy.catalog.dlc_releases import DLC_REPOSITORY, dlc_releases
-from neurondeploy.catalog.vllm_releases import vllm_releases
+from neurondeploy.catalog.vllm_releases import IMAGE_FAMILY, vllm_releases
 from neurondeploy.errors import CatalogError
 
 
@@ -26,11 +26,7 @@ class ImageTag:
     instances: tuple[str, ...] = ()
 
     def serves(self, family: str) -> bool:
-        return not self.instances or _IMAGE_FAMILY.get(family, family) in self.instances
-
-
-# The DLC README names one family for its sizes: trn1n runs what trn1 runs.
-_IMAGE_FAMILY = {"trn1n": "trn1"}
+        return not self.instances or IMAGE_FAMILY.get(family, family) in self.instances
 
 
 def _images() -> dict:

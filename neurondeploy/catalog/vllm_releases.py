@@ -16,8 +16,8 @@ from neurondeploy.catalog._data import load, version_tuple
 from neurondeploy.errors import CatalogError
 
 VLLM_REPOSITORY = "pytorch-inference-vllm-neuronx"
-# The README lists one name for a family's sizes: trn1n runs what trn1 runs.
-_IMAGE_FAMILY = {"trn1n": "trn1"}
+# The DLC README lists one name for a family's sizes: trn1n runs what trn1 runs.
+IMAGE_FAMILY = {"trn1n": "trn1"}
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class VllmRelease:
     preinstalled: tuple[str, ...] = ()
 
     def serves(self, family: str) -> bool:
-        return _IMAGE_FAMILY.get(family, family) in self.instances
+        return IMAGE_FAMILY.get(family, family) in self.instances
 
 
 @cache
