@@ -23,11 +23,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from neurondeploy.catalog.vllm_releases import VLLM_REPOSITORY
 from neurondeploy.errors import CatalogError
 
 REPOSITORIES = ("pytorch-inference-neuronx", "pytorch-training-neuronx")
-# The README's vLLM section, and the image repository its rows name
-VLLM_SECTION, VLLM_REPOSITORY = "vllm-inference-neuronx", "pytorch-inference-vllm-neuronx"
+VLLM_SECTION = "vllm-inference-neuronx"  # the README's section of the VLLM_REPOSITORY images
 # The oldest release catalogued: data/sdk.yaml's lifecycle table starts there.
 MIN_SDK = "2.20.0"
 # A README table row: | [PyTorch X](https://github.com/aws-neuron/deep-learning-containers/blob/TAG/PATH) | packages |

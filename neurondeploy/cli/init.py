@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import sys
 from pathlib import Path
 
 from neurondeploy.errors import PlanError
+from neurondeploy.planner.sizing import read_config
 from neurondeploy.planner.starter import ModelSource, spec_name, starter_spec
 from neurondeploy.planner.validate import validate_files
 from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelSpec
 
+FIX_MISSING = "give a Hugging Face model directory"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
-
-def _read_config(path: Path, label: str) -> dict:
-    try:
-        config = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PlanError(f"{label}: no config.json at {path}", "give a Hugging Face model directory") from None
-    except (OSError, ValueError) as exc:
-        raise PlanError(f"{path}: unreadable config.json ({exc})", "check the model directory") from None
-    if not isinstance(config, dict):
-        raise PlanError(f"{path}: config.json is not a JSON object", "check the model directory")
-    return config
 
 
 def _cached_config(model_id: str) -> Path | None:
@@ -50,7 +39,8 @@ def model_source(model: str, config: str | None, spec_dir: Path) -> ModelSource:
                 value = str(directory.relative_to(spec_dir.resolve()))
             except ValueError:
                 value = str(directory)
-        return ModelSource("path", value, _read_config(Path(config or directory / "config.json"), model), model)
+        config_path = Path(config or directory / "config.json")
+        return ModelSource("path", value, read_config(config_path, FIX_MISSING), model)
     if not HUB_ID.match(model):
         raise PlanError(
             f"{model} is neither a model directory nor a Hugging Face Hub id (org/name)",
@@ -62,7 +52,7 @@ def model_source(model: str, config: str | None, spec_dir: Path) -> ModelSource:
             f"{model}: its config.json is not in the local Hugging Face cache, and init never downloads",
             f"fetch it (huggingface-cli download {model} config.json) or pass --config FILE",
         )
-    return ModelSource("hf_model_id", model, _read_config(found, model), model)
+    return ModelSource("hf_model_id", model, read_config(found, FIX_MISSING), model)
 
 
 def cmd_init(args) -> int:

@@ -171,11 +171,7 @@ def after_apply(spec) -> str | None:
     if spec.kind != "inference":
         return None
     if spec.deployment.platform != "sagemaker":
-        where = (
-            f"{'https' if spec.tls and spec.tls.enabled else 'http'}://{spec.dns.record_name}"
-            if spec.dns
-            else ("the load balancer's DNS name")
-        )
+        where = spec.dns_url or "the load balancer's DNS name"
         return (
             f"smoke test: apply waits up to {startup_grace_s(spec)} s (the instances' startup grace) for a healthy "
             f"target behind the load balancer, then sends one request through {where}; its answer must be the "

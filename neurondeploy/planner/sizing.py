@@ -72,20 +72,27 @@ _GATED_MODEL_TYPES = {
 _TIED_BY_DEFAULT = {"bert", "gemma", "gemma2", "gemma3_text"}
 
 
+def read_config(
+    config_path: Path, missing_fix: str = "give a Hugging Face model directory or model.architecture"
+) -> dict:
+    """A Hugging Face config.json as a dict; a missing, unreadable or non-object one is one PlanError line."""
+    try:
+        config = json.loads(config_path.read_text())
+    except FileNotFoundError:
+        raise PlanError(f"{config_path}: no config.json", missing_fix) from None
+    except (OSError, ValueError) as exc:
+        raise PlanError(f"{config_path}: unreadable config ({exc})", "check the model directory") from None
+    if not isinstance(config, dict):
+        raise PlanError(f"{config_path}: config.json is not a JSON object", "check the model directory")
+    return config
+
+
 def architecture_from_config(model_dir: str | Path) -> ModelArchitecture:
     """Read shape numbers from a Hugging Face config.json, and the exact parameter count from safetensors headers."""
     model_dir = Path(model_dir)
     config_path = model_dir / "config.json"
-    try:
-        config = json.loads(config_path.read_text())
-    except FileNotFoundError:
-        raise PlanError(
-            f"{config_path}: no config.json", "give a Hugging Face model directory or model.architecture"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise PlanError(f"{config_path}: unreadable config ({exc})", "check the model directory") from None
     return architecture_from_config_values(
-        config, where=str(config_path), parameters=safetensors_parameter_count(model_dir)
+        read_config(config_path), where=str(config_path), parameters=safetensors_parameter_count(model_dir)
     )
 
 

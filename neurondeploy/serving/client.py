@@ -72,9 +72,8 @@ def resolve_target(target: str, state_location: str | None = None) -> Target:
             return Target("http", local)
         if spec.deployment.platform == "sagemaker":
             return Target("sagemaker", spec.name, spec.region)  # the endpoint is named after the deployment
-        if spec.dns:
-            scheme = "https" if spec.tls and spec.tls.enabled else "http"
-            return Target("http", f"{scheme}://{spec.dns.record_name}")
+        if spec.dns_url:
+            return Target("http", spec.dns_url)
         raise InvokeError(
             f"{target} has no dns name; its load balancer's address is known only after apply",
             "give the load balancer's URL as TARGET",

@@ -693,6 +693,13 @@ class InferenceSpec(SpecBase):
         return self.container.ours or self.model.source_kind != "hf-hub-id"
 
     @property
+    def dns_url(self) -> str | None:
+        """The deployment's address by its DNS record: https:// with TLS, else http://; None without dns."""
+        if not self.dns:
+            return None
+        return f"{'https' if self.tls and self.tls.enabled else 'http'}://{self.dns.record_name}"
+
+    @property
     def container(self) -> catalog.ContainerKind:
         """The catalogue's row for ``deployment.container.kind``."""
         return catalog.container_kind(self.deployment.container.kind)
@@ -719,13 +726,13 @@ class InferenceSpec(SpecBase):
         container, kind = self.deployment.container.kind, self.container
         llms = catalog.llm_container_kinds()
         others = [name for name in catalog.container_kinds() if name not in llms]
-        if self.task == "text-generation" and not kind.llm:
+        if self.task == LLM_TASK and not kind.llm:
             raise FieldIssue(
                 "deployment.container.kind",
                 "task text-generation is served by the LLM containers; set deployment.container.kind "
                 f"to {' or '.join(llms)}",
             )
-        if kind.llm and self.task != "text-generation":
+        if kind.llm and self.task != LLM_TASK:
             raise FieldIssue(
                 "task",
                 f"container {container} serves decoder LLMs only; use task text-generation or container kind "

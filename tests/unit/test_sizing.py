@@ -387,3 +387,14 @@ def test_the_cli_offers_exactly_the_catalogued_profiles():
     size = build_parser()._subparsers._group_actions[0].choices["size"]
     (profile,) = [action for action in size._actions if action.dest == "profile"]
     assert list(profile.choices) == list(sizing.SERVING_PROFILES) and profile.default == sizing.DEFAULT_SERVING_PROFILE
+
+
+def test_a_config_that_is_not_an_object_is_one_line_not_an_internal_error(tmp_path):
+    """Found in review: `size --model DIR` whose config.json is a list ended in "internal error: AttributeError"
+    (exit 70); init's reader already refused it, and both read through sizing.read_config now."""
+    (tmp_path / "config.json").write_text("[1, 2]")
+    result = _size_cli("--model", str(tmp_path))
+    assert result.returncode == 3 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'config.json'}: config.json is not a JSON object (fix: check the model directory)"
+    ]
