@@ -7,6 +7,7 @@ workflow around it: which artifact, which plan context, and the review of a save
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ def apply(
     after moving an updated endpoint back to them (a new deployment stays recorded, or goes with ``rollback``).
     On EC2 it waits for a healthy target first, and goes through the load balancer's name, or ``smoke_url``."""
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+    _check_smoke_url(loaded, smoke_url)
     transport = transport or AwsTransport(loaded.spec.region)
     state = state if state is not None else open_state(None)
     say = on_event or (lambda message: None)
@@ -121,6 +123,19 @@ def apply(
         review=checked_review,
         verify=smoke_test if smoke else None,
     )
+
+
+def _check_smoke_url(loaded: LoadedSpec, smoke_url: str | None) -> None:
+    """Refused before anything is created: a smoke URL that could only fail the deployment's test afterwards."""
+    if smoke_url is None:
+        return
+    if loaded.spec.kind != "inference" or loaded.spec.deployment.platform != "ec2":
+        raise PlanError(
+            "--smoke-url is for EC2 deployments (a SageMaker endpoint is tested through InvokeEndpoint)",
+            "remove --smoke-url",
+        )
+    if not re.fullmatch(r"https?://[^\s/?#]+(/\S*)?", smoke_url):
+        raise PlanError(f"--smoke-url {smoke_url!r} is not an http(s) URL", "give one such as http://127.0.0.1:8080")
 
 
 def neuron_artifact_from_cache(

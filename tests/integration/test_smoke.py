@@ -16,6 +16,7 @@ from support.ec2_deployment import AMI_PARAMETER, FIXTURES, REPO, build_artifact
 from support.ec2_deployment import transport as ec2_transport
 from support.sagemaker import load, queue_invocation_answer, served_answer
 
+from neurondeploy.engine.state import StateStore
 from neurondeploy.manifest import SMOKE_TOKEN_IDS, read_manifest, smoke_request
 from neurondeploy.ops.smoke import SmokeTestFailed, judge, smoke_encoder, wait_for_healthy_targets
 
@@ -206,3 +207,20 @@ def test_ec2_apply_whose_instances_serve_another_model_exits_11(world, artifact,
     assert applied.returncode == 11, applied.stderr
     (line,) = [line for line in applied.stderr.splitlines() if line.startswith("error:")]
     assert "off the compile-time reference" in line and "apply --no-smoke skips the smoke test" in line
+
+
+@pytest.mark.parametrize(
+    ("spec", "url", "says"),
+    [
+        ("minilm-ec2-alb.yaml", "embed.example.com", "is not an http(s) URL"),
+        ("minilm-ec2-alb.yaml", "http://", "is not an http(s) URL"),
+        ("minilm-sagemaker.yaml", "http://127.0.0.1:8080", "--smoke-url is for EC2 deployments"),
+    ],
+)
+def test_a_smoke_url_apply_could_not_use_is_refused_before_any_call(tmp_path, spec, url, says):
+    """Bad input to --smoke-url is one line before apply does anything (no AWS endpoint is even configured here),
+    instead of a failed smoke test after the deployment was created."""
+    refused = run_cli("apply", str(REPO / "templates" / spec), "--yes", "--smoke-url", url, state=tmp_path / "s.db")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0]
+    assert not (tmp_path / "s.db").exists() or StateStore(tmp_path / "s.db").names() == []
