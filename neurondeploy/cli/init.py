@@ -11,6 +11,7 @@ from neurondeploy.errors import PlanError
 from neurondeploy.planner.sizing import read_config
 from neurondeploy.planner.starter import ModelSource, spec_name, starter_spec
 from neurondeploy.planner.validate import validate_files
+from neurondeploy.specs import parse_spec
 from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelSpec
 
 FIX_MISSING = "give a Hugging Face model directory"
@@ -67,6 +68,7 @@ def cmd_init(args) -> int:
     text = starter_spec(
         source, target=args.target, name=name, region=args.region, command=command, image_uri=args.image_uri
     )
+    parse_spec(text, file=str(out), path=out.resolve())  # a bad --name or --image-uri: one line, nothing written
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(f"wrote {out}")

@@ -171,10 +171,17 @@ def test_init_refuses_in_one_line_and_writes_nothing(tmp_path):
         "a Hub id not cached": (["org/not-here"], "pass --config FILE"),
         "neither a directory nor an id": (["./not-here"], "neither a model directory nor a Hugging Face Hub id"),
         "a config that is a list": (["listed"], "is not a JSON object"),
+        "a name the spec refuses": (["listed2", "--name", "Bad Name!"], "name: 'Bad Name!' has the wrong form"),
+        "an image that is no URI": (
+            ["meta-llama/Llama-3.1-8B-Instruct", "--config", "c.json", "--image-uri", "not an image"],
+            "deployment.container.image_uri: 'not an image' has the wrong form",
+        ),
     }
     (tmp_path / "c.json").write_text(json.dumps(LLAMA_8B_CONFIG))
     (tmp_path / "listed").mkdir()
     (tmp_path / "listed" / "config.json").write_text("[1, 2]")
+    (tmp_path / "listed2").mkdir()
+    (tmp_path / "listed2" / "config.json").write_text(json.dumps(TINY_CLASSIFIER_CONFIG))
     before = sorted(path.name for path in tmp_path.iterdir())
     for what, (args, says) in cases.items():
         result = _init(tmp_path, *args, env={"HF_HUB_CACHE": str(tmp_path / "empty-cache")})
