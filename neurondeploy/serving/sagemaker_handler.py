@@ -105,10 +105,12 @@ def predict_fn(data: Any, runner: ModelRunner) -> Any:
 
 
 def run_in_buckets(runner: ModelRunner, items: list) -> list[Any]:
-    """Every item's answer, the items run in groups of the largest compiled batch."""
+    """Every item's answer, the items run in the groups that take the least time by the buckets' timings (the
+    warm-up's, kept current by live forwards): a batch TorchServe gathered is whatever arrived within the delay, and
+    20 items padded into a bucket of 32 cost more than 16 and 4."""
     outputs: list[Any] = []
-    for start in range(0, len(items), runner.max_batch):
-        outputs += runner.run(0, items[start : start + runner.max_batch])
+    for count in runner.split(items):
+        outputs += runner.run(0, items[len(outputs) : len(outputs) + count])
     return outputs
 
 

@@ -63,3 +63,26 @@ def test_within_five_percent_of_the_best_rate_the_larger_group_wins():
     assert ModelRunner.group_size(fake, items(*[40] * 24)) == 16
     fake.bucket_seconds[(16, 64)] = 16 / 95  # 10% slower per item: the smaller group
     assert ModelRunner.group_size(fake, items(*[40] * 24)) == 8
+
+
+def test_a_batch_torchserve_gathered_runs_in_the_groups_that_take_the_least_time():
+    # TorchServe hands the DLC route's handler whatever arrived within the delay, and nothing joins it: 30 items
+    # run as 16 and 14 (0.280 s), not padded into one bucket of 32 (0.304 s), nor as 16, 8, 4, 1, 1 (the queue's
+    # choice when more may arrive: 0.277 s of buckets, but five calls); every item keeps its own answer, in order
+    from neurondeploy.serving.sagemaker_handler import run_in_buckets
+
+    timings = {(1, 64): 0.0137, (4, 64): 0.038, (8, 64): 0.072, (16, 64): 0.140, (32, 64): 0.304}
+    fake, ran = runner(timings), []
+    fake.split = lambda waiting: ModelRunner.split(fake, waiting)
+    fake.run = lambda replica, group: ran.append(len(group)) or [item.token_ids[0] for item in group]
+    answers = run_in_buckets(fake, [Item(token_ids=[index] * 60) for index in range(30)])
+    assert ran == [16, 14]
+    assert answers == list(range(30))
+    ran.clear()
+    fake.bucket_seconds = {}  # no timings yet: the largest compiled batch at a time
+    assert run_in_buckets(fake, [Item(token_ids=[index] * 60) for index in range(40)]) == list(range(40))
+    assert ran == [32, 8]
+    ran.clear()
+    fake.bucket_seconds = timings | {(32, 64): 0.15}  # 32 cheaper than 16 and 4 (0.178 s): 20 in one call
+    run_in_buckets(fake, [Item(token_ids=[1] * 60) for _ in range(20)])
+    assert ran == [20]
