@@ -42,6 +42,7 @@ class ContainerKind:
     wrapper: str = "none"  # none | for-secrets | required (data/containers.yaml)
     wrapper_entrypoint: str | None = None  # what the wrapper execs; None: the base image's own entrypoint
     compiles_at_start: bool = False  # with no compiled artifacts it compiles when it starts (else it refuses to)
+    compiled_artifacts_env: str | None = None  # the variable naming the directory it loads compiled artifacts from
 
     @property
     def model_variable(self) -> str | None:
@@ -72,6 +73,7 @@ def _kinds() -> dict[str, ContainerKind]:
             wrapper=row["wrapper"],
             wrapper_entrypoint=row["wrapper_entrypoint"],
             compiles_at_start=bool(row.get("compiles_at_start", False)),
+            compiled_artifacts_env=row.get("compiled_artifacts_env"),
         )
         for name, row in rows.items()
     }

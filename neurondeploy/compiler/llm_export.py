@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from neurondeploy import catalog
@@ -130,12 +131,19 @@ def job_main(argv: list[str]) -> int:
     parser.add_argument("export", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     export = args.export[1:] if args.export[:1] == ["--"] else args.export
+    return build_into_cache(
+        args.artifact_key, args.cache_s3, lambda directory: _export(export, args.revision, directory)
+    )
+
+
+def build_into_cache(key: str, cache_s3: str, build: Callable[[Path], dict]) -> int:
+    """A job's end: ``build`` into the S3 compile cache's entry ``key`` (unless it is there), the job's exit code."""
     try:
-        cache = CompileCache(s3_uri=args.cache_s3)
-        result = cache.get_or_build(args.artifact_key, lambda directory: _export(export, args.revision, directory))
-        if cache.s3_record(args.artifact_key) is None:  # the cache only warns when S3 refuses: the job must fail
-            raise LlmExportError(f"the export was not stored in {args.cache_s3}", "read the job's logs")
-        print(f"model {args.artifact_key} ({result.source}) in {precompiled_prefix(args.cache_s3, args.artifact_key)}")
+        cache = CompileCache(s3_uri=cache_s3)
+        result = cache.get_or_build(key, build)
+        if cache.s3_record(key) is None:  # the cache only warns when S3 refuses: the job must fail
+            raise LlmExportError(f"the model was not stored in {cache_s3}", "read the job's logs")
+        print(f"model {key} ({result.source}) in {precompiled_prefix(cache_s3, key)}")
     except NeurondeployError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr, flush=True)
         return exc.exit_code or 1

@@ -17,7 +17,7 @@ from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.compiler.backends import select_backend
 from neurondeploy.compiler.cache import CacheWarning, CompileCache
 from neurondeploy.compiler.compile import compile_spec
-from neurondeploy.compiler.llm_export import find_precompiled, llm_artifact_key, precompiled_prefix
+from neurondeploy.compiler.llm_export import find_precompiled, precompiled_prefix
 from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_key
 from neurondeploy.engine.apply import apply_spec
 from neurondeploy.engine.changes import Changes
@@ -27,12 +27,12 @@ from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.state_s3 import open_state
 from neurondeploy.errors import PlanError
 from neurondeploy.manifest import read_manifest
-from neurondeploy.ops.compile_remote import default_cache_uri
+from neurondeploy.ops.compile_remote import default_cache_uri, llm_export
 from neurondeploy.ops.smoke import smoke_deployment, smoke_ec2
 from neurondeploy.planner.artifact_target import artifact_target
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.precompiled import load_budget
-from neurondeploy.resources.sagemaker_endpoint import container_image, endpoint_volume_gib
+from neurondeploy.resources.sagemaker_endpoint import endpoint_volume_gib
 from neurondeploy.serving import local
 from neurondeploy.serving.llm import serve as llm_serve
 from neurondeploy.specs import LoadedSpec, load_spec
@@ -171,55 +171,60 @@ NO_EXPORT = (
 def precompiled_context(
     loaded: LoadedSpec, transport: AwsTransport, cache_s3: str | None, on_event: Callable[[str], None]
 ) -> dict:
-    """An LLM endpoint on SageMaker: the model `compile --remote` exported, if the S3 cache has it, as the plan
-    context that points the endpoint at it (and shrinks its startup budget to what loading needs). Without one,
-    apply stops here, before anything is created, unless the spec chose to start from the Hugging Face Neuron cache
-    (``deployment.container.start_from_neuron_cache``)."""
+    """An LLM endpoint on SageMaker: the model `compile --remote` built, if the S3 cache has it, as the plan context
+    that points the endpoint at it (and shrinks its startup budget to what loading needs). Without one, apply stops
+    here, before anything is created, unless the spec chose to start without it: from the Hugging Face Neuron cache
+    (``deployment.container.start_from_neuron_cache``) or by compiling at start (``compile_at_start``)."""
     spec = loaded.spec
     if spec.kind != "inference" or not spec.container.llm:
         return {}
     if spec.deployment.platform != "sagemaker":
         return {}
-    if spec.container.compiles_at_start:
-        if not spec.deployment.container.compile_at_start:
-            raise PlanError(
-                f"{spec.container.name} compiles the model when it starts, and compile --remote does not build its "
-                "artifacts yet: nothing was created",
-                "set deployment.container.compile_at_start: true to let it compile at start, within "
-                "deployment.health_check_timeout_s",
-            )
-        on_event(
-            f"{spec.container.name} compiles the model when it starts, within the "
-            f"{spec.deployment.health_check_timeout_s} s startup health check"
-        )
-        return {}
     cache_uri = cache_s3 or default_cache_uri(transport, loaded)
-    ctx = plan_context(loaded)
-    key = llm_artifact_key(spec, container_image(spec, ctx))
+    key = llm_export(loaded, cache_uri).key
     try:
         size = find_precompiled(cache_uri, key)
-        missing = f"no model exported by compile --remote in {cache_uri} (key {key[:16]})"
+        missing = f"no model built by compile --remote in {cache_uri} (key {key[:16]})"
     except AwsCallError as exc:
         size, missing = None, f"compile cache: {exc.message}"
     if size is None:
-        if not spec.deployment.container.start_from_neuron_cache:
-            raise PlanError(
-                f"{missing}: the container would start only if the Hugging Face Neuron cache has this model "
-                "compiled at these shapes, and refuse to start otherwise, after the endpoint was created; nothing "
-                "was created",
-                f"run `neurondeploy compile {loaded.source.file} --remote` first, or set "
-                "deployment.container.start_from_neuron_cache: true to start from that cache",
-            )
-        on_event(f"{missing}: {NO_EXPORT}, within {spec.deployment.health_check_timeout_s} s")
+        _start_without_precompiled(loaded, missing, on_event)
         return {}
     prefix = precompiled_prefix(cache_uri, key)
-    budget, why = load_budget(size, endpoint_volume_gib(spec, ctx))
+    budget, why = load_budget(size, endpoint_volume_gib(spec, plan_context(loaded)))
     on_event(
-        f"the model compile --remote exported: {prefix}, loaded from S3 at /opt/ml/model (no Hub download, no "
+        f"the model compile --remote built: {prefix}, loaded from S3 at /opt/ml/model (no Hub download, no "
         f"HF_TOKEN, no compile at start); startup health-check budget {min(budget, spec.deployment.health_check_timeout_s)} s "
         f"({why}), was {spec.deployment.health_check_timeout_s} s"
     )
     return {"precompiled_model_uri": prefix, "precompiled_model_bytes": size}
+
+
+def _start_without_precompiled(loaded: LoadedSpec, missing: str, on_event: Callable[[str], None]) -> None:
+    """No model built by compile --remote: the start the spec agreed to, said; or the refusal, nothing created."""
+    spec = loaded.spec
+    budget = spec.deployment.health_check_timeout_s
+    run_first = f"run `neurondeploy compile {loaded.source.file} --remote` first"
+    if spec.container.compiles_at_start:
+        if not spec.deployment.container.compile_at_start:
+            raise PlanError(
+                f"{missing}: {spec.container.name} would compile the model when the endpoint starts, within its "
+                "startup health check; nothing was created",
+                f"{run_first}, or set deployment.container.compile_at_start: true to let it compile at start",
+            )
+        on_event(
+            f"{missing}: {spec.container.name} compiles the model when it starts, within the {budget} s "
+            "startup health check"
+        )
+        return
+    if not spec.deployment.container.start_from_neuron_cache:
+        raise PlanError(
+            f"{missing}: the container would start only if the Hugging Face Neuron cache has this model "
+            "compiled at these shapes, and refuse to start otherwise, after the endpoint was created; nothing "
+            "was created",
+            f"{run_first}, or set deployment.container.start_from_neuron_cache: true to start from that cache",
+        )
+    on_event(f"{missing}: {NO_EXPORT}, within {budget} s")
 
 
 @dataclass

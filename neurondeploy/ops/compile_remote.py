@@ -26,15 +26,19 @@ from neurondeploy.compiler.llm_export import (
     precompiled_prefix,
 )
 from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_key, stage_job_source
+from neurondeploy.compiler.vllm_neuron_compile import JOB_MODULE as VLLM_JOB_MODULE
+from neurondeploy.compiler.vllm_neuron_compile import job_arguments as vllm_job_arguments
+from neurondeploy.compiler.vllm_neuron_compile import vllm_compiled_key
 from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.state_s3 import open_state
 from neurondeploy.engine.uploads import ensure_bucket, upload_artifact
-from neurondeploy.errors import NeurondeployError, PlanError
+from neurondeploy.errors import NeurondeployError
 from neurondeploy.ops.sagemaker_job import JobToStart, Review, exit_code_of, start_or_attach, wait_for_job
 from neurondeploy.planner.artifact_target import artifact_sdk
 from neurondeploy.planner.checks import model_architecture, refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.llm_compile import llm_compile_host
+from neurondeploy.resources.precompiled import MODEL_DIR
 from neurondeploy.resources.sagemaker_compile import (
     COMPILE_MAX_RUNTIME_S,
     DEFAULT_COMPILE_INSTANCE,
@@ -45,7 +49,8 @@ from neurondeploy.resources.sagemaker_compile import (
     compile_job_resources,
     compile_source_uri,
 )
-from neurondeploy.resources.sagemaker_endpoint import container_image
+from neurondeploy.resources.sagemaker_endpoint import container_image, precompiled_model_environment
+from neurondeploy.serving import sm_vllm
 from neurondeploy.specs import LoadedSpec, load_spec
 
 
@@ -58,6 +63,16 @@ class RemoteCompileJob:
     artifact_key: str
     label: str  # "compile job", or "export job" for an LLM
     destination: str  # where the job writes its result: the artifact's S3 key, or the exported model's prefix
+
+
+@dataclass(frozen=True)
+class Export:
+    """An LLM's compile job: the module the image runs, its arguments and the environment it adds."""
+
+    module: str
+    arguments: tuple[str, ...]
+    environment: tuple[tuple[str, str], ...] = ()
+    key: str = ""  # the cache entry it builds
 
 
 @dataclass
@@ -84,19 +99,20 @@ def start_remote_compile(
     cache_uri: str | None = None,
     instance_type: str = DEFAULT_COMPILE_INSTANCE,
     on_event: Callable[[str], None] | None = None,
-    export: tuple[str, tuple[str, ...]] | None = None,
+    export: Export | None = None,
     review: Review | None = None,
 ) -> RemoteCompileJob:
     """Upload the job's source (``stage_source(dir)`` writes it) and create the compile job; returns at once.
-    An LLM export (``export``: the job's module and arguments) runs code its image carries: no source is sent.
+    An LLM export (``export``: the job's module, arguments and environment) runs code its image carries: no source
+    is sent.
     ``review`` sees what a new job creates and costs before anything is sent, and may raise to stop it."""
     on_event = on_event or (lambda message: None)
     spec = compile_deployment(loaded.spec)
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
     ctx = plan_context(loaded, account_id=account)
     cache_uri = cache_uri or compile_cache_uri(spec.region, ctx)
-    module, arguments = export or (None, ())
-    job = CompileJob(artifact_key, cache_uri, artifact_sdk(spec), instance_type, module, tuple(arguments))
+    module, arguments, environment = (export.module, export.arguments, export.environment) if export else (None, (), ())
+    job = CompileJob(artifact_key, cache_uri, artifact_sdk(spec), instance_type, module, arguments, environment)
     with tempfile.TemporaryDirectory(prefix="neurondeploy-compile-") as scratch:
 
         def launch(run_id: str):
@@ -166,12 +182,6 @@ def compile_remote(
     state = state if state is not None else open_state(None)
     on_event = on_event or (lambda message: None)
     llm = loaded.spec.kind == "inference" and loaded.spec.container.llm
-    if llm and loaded.spec.container.compiles_at_start:
-        raise PlanError(
-            f"compile --remote exports models for the Hugging Face containers only; {loaded.spec.container.name} "
-            "compiles the model when it starts, and building its artifacts ahead is not available yet",
-            "set deployment.container.compile_at_start: true and apply",
-        )
     # offline first: a spec compile --remote cannot take is refused before any AWS call (credentials or not)
     key = None if llm else remote_artifact_key(loaded, CompileCache(root=cache_dir).root)
     cache_uri = cache_s3 or default_cache_uri(transport, loaded)
@@ -225,10 +235,34 @@ def compile_remote(
     return RemoteCompile(summary, 0, artifact=found)
 
 
-def _export_llm(loaded, transport, state, cache_uri, instance_type, on_event, follow, review) -> RemoteCompile:
-    """An LLM (container hf-vllm / hf-tgi): the container's own export, unless the cache holds the model."""
+def llm_export(loaded: LoadedSpec, cache_uri: str) -> Export:
+    """What compile --remote runs for an LLM container, and the cache key apply looks its result up by: the Hugging
+    Face containers' optimum-neuron export, or for a container that compiles when it starts (vllm-neuron) its own
+    start with the endpoint's environment over the compiled model (compiler.vllm_neuron_compile)."""
     spec = loaded.spec
-    key = llm_artifact_key(spec, container_image(spec, plan_context(loaded)))
+    ctx = plan_context(loaded)
+    image = container_image(spec, ctx)
+    if not spec.container.compiles_at_start:
+        key = llm_artifact_key(spec, image)
+        return Export(JOB_MODULE, tuple(job_arguments(spec, key, cache_uri)), key=key)
+    environment = precompiled_model_environment(spec, ctx)
+    key = vllm_compiled_key(spec, image, environment)
+    arguments = vllm_job_arguments(
+        spec,
+        key,
+        cache_uri,
+        model_dir=MODEL_DIR,
+        health_url=f"http://127.0.0.1:{sm_vllm.PORT}/ping",
+        launcher=spec.container.wrapper_entrypoint,
+    )
+    return Export(VLLM_JOB_MODULE, tuple(arguments), tuple(sorted(environment.items())), key)
+
+
+def _export_llm(loaded, transport, state, cache_uri, instance_type, on_event, follow, review) -> RemoteCompile:
+    """An LLM: the container's own export or compile, unless the cache holds the model."""
+    spec = loaded.spec
+    export = llm_export(loaded, cache_uri)
+    key = export.key
     prefix = precompiled_prefix(cache_uri, key)
     summary = {"artifact_key": key, "cache_uri": cache_uri, "job_name": None, "status": None, "model_uri": prefix}
     size = find_precompiled(cache_uri, key)
@@ -251,7 +285,7 @@ def _export_llm(loaded, transport, state, cache_uri, instance_type, on_event, fo
         cache_uri=cache_uri,
         instance_type=instance,
         on_event=on_event,
-        export=(JOB_MODULE, tuple(job_arguments(spec, key, cache_uri))),
+        export=export,
         review=review,
     )
     summary.update(job_name=job.job_name, instance_type=instance)

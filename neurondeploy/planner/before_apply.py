@@ -42,23 +42,28 @@ def _job_line(what: str, instance_type: str, file: str, region: str) -> list[str
     ]
 
 
-def _compiled_at_start(spec) -> list[str]:
-    """A container that compiles the model when it starts (vllm-neuron): what apply needs of the spec first."""
+def _compiled_at_start(loaded: LoadedSpec) -> list[str]:
+    """A container that compiles the model when it starts (vllm-neuron): compile --remote builds its artifacts
+    first, or the spec lets it compile at start."""
+    spec = loaded.spec
+    try:
+        host = llm_compile_host(spec, model_architecture(loaded))
+    except PlanError:
+        host = None  # check_sagemaker_endpoint's findings say why
+    lines = _job_line("the compiled model", host.instance_type, loaded.source.file, spec.region) if host else []
     if spec.deployment.container.compile_at_start:
         return [
-            f"the model: {spec.container.name} compiles it with NxD Inference when the endpoint starts, within the "
-            f"{spec.deployment.health_check_timeout_s} s startup health check (compile_at_start)"
+            *lines,
+            f"without it, {spec.container.name} compiles the model with NxD Inference when the endpoint starts, "
+            f"within the {spec.deployment.health_check_timeout_s} s startup health check (compile_at_start)",
         ]
-    return [
-        f"the model: {spec.container.name} compiles it when it starts, and compile --remote does not build its "
-        "artifacts yet: set deployment.container.compile_at_start: true, or apply refuses"
-    ]
+    return [*lines, "without it apply refuses (or set deployment.container.compile_at_start: true)"]
 
 
 def _artifact(loaded: LoadedSpec) -> list[str]:
     spec, file = loaded.spec, loaded.source.file
     if not spec.container.ours and spec.container.compiles_at_start:
-        return _compiled_at_start(spec)
+        return _compiled_at_start(loaded) if spec.deployment.platform == "sagemaker" else []
     if not spec.container.ours:
         if spec.deployment.platform != "sagemaker" or spec.deployment.container.start_from_neuron_cache:
             return []

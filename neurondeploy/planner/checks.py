@@ -429,27 +429,39 @@ def _wrapper_needed(spec: InferenceSpec) -> Iterable[Finding]:
 
 def _compile_at_start_advice(loaded: LoadedSpec) -> Iterable[Finding]:
     """vllm-neuron compiles the model through NxD Inference when it starts unless NEURON_COMPILED_ARTIFACTS names
-    compiled ones (vllm_neuron/worker/neuronx_distributed_model_loader.py); compile --remote does not build them
-    for it yet, so the spec must agree to the compile at start, which the startup health check must outlast."""
+    compiled ones (vllm_neuron/worker/neuronx_distributed_model_loader.py). compile --remote builds them; without
+    them the spec must agree to the compile at start, which the startup health check must outlast."""
     spec = loaded.spec
     named = spec.model.hf_model_id or "the model"
     timeout = spec.deployment.health_check_timeout_s
+    built = _loading_estimate(loaded, "built")
+    run_first = f"run `neurondeploy compile {loaded.source.file} --remote` before apply"
     if not spec.deployment.container.compile_at_start:
         yield warning(
             "deployment.container",
-            f"apply refuses to deploy {named}: {spec.container.name} compiles it when it starts unless given "
-            "compiled artifacts, and compile --remote does not build them for this container yet",
-            "set deployment.container.compile_at_start: true to let it compile at start (and "
-            f"deployment.health_check_timeout_s up to {MAX_STARTUP_S})",
+            f"apply refuses to deploy {named} until compile --remote has built its compiled artifacts "
+            f"({spec.container.name} would compile it when the endpoint starts){built}",
+            f"{run_first}, or set deployment.container.compile_at_start: true to let it compile at start",
         )
     elif timeout < MAX_STARTUP_S:
         yield warning(
             "deployment.health_check_timeout_s",
-            f"the container compiles {named} with NxD Inference when it starts, within the {timeout} s startup "
-            "health check: an 8B model's compile takes tens of minutes, and an endpoint whose compile outlasts the "
-            "check fails",
-            f"set deployment.health_check_timeout_s: {MAX_STARTUP_S} (the most SageMaker allows)",
+            f"without compile --remote's artifacts the container compiles {named} with NxD Inference when it "
+            f"starts, within the {timeout} s startup health check: an 8B model's compile takes tens of minutes, and "
+            "an endpoint whose compile outlasts the check fails",
+            f"{run_first}, or set deployment.health_check_timeout_s: {MAX_STARTUP_S} (the most SageMaker allows)",
         )
+
+
+def _loading_estimate(loaded: LoadedSpec, verb: str) -> str:
+    """ "; <verb>, apply points the endpoint at it in S3 and loading needs about N s (why)", from the weights'
+    size (the architecture's parameters at the spec's dtype); empty when the architecture is unknown."""
+    arch = model_architecture(loaded)
+    if arch is None:
+        return ""
+    weights = sizing.parameter_count(arch) * sizing.DTYPE_BYTES[loaded.spec.model.dtype]
+    budget, why = load_budget(int(weights), volume_for(loaded.spec, weights / 2**30))
+    return f"; {verb}, apply points the endpoint at it in S3 and loading needs about {budget} s ({why})"
 
 
 def _precompile_advice(loaded: LoadedSpec) -> Iterable[Finding]:
@@ -458,19 +470,16 @@ def _precompile_advice(loaded: LoadedSpec) -> Iterable[Finding]:
     compile one itself unless told to (optimum-neuron optimum/commands/neuron/serve.py: "If set, export the model
     even if no cached configuration exists", --allow_non_cached_model; its vLLM loader raises "No cached version
     found" otherwise). With one, apply loads it from S3 and sets the budget it derives."""
-    arch = model_architecture(loaded)
-    if arch is None:
+    exported = _loading_estimate(loaded, "exported")
+    if not exported:
         return
-    weights = sizing.parameter_count(arch) * sizing.DTYPE_BYTES[loaded.spec.model.dtype]
-    budget, why = load_budget(int(weights), volume_for(loaded.spec, weights / 2**30))
     model = loaded.spec.model
     named = model.hf_model_id or f"the model at {model.path or model.s3_uri or f'training job {model.training_job}'}"
-    exported = f"exported, apply points the endpoint at it in S3 and loading needs about {budget} s ({why})"
     if not loaded.spec.deployment.container.start_from_neuron_cache:
         yield warning(
             "deployment.container",
             f"apply refuses to deploy {named} until compile --remote has exported it at these shapes (the container "
-            "does not compile on the instance, and starts from the Hugging Face Neuron cache only if that has it); "
+            "does not compile on the instance, and starts from the Hugging Face Neuron cache only if that has it)"
             + exported,
             f"run `neurondeploy compile {loaded.source.file} --remote` before apply",
         )
@@ -479,8 +488,7 @@ def _precompile_advice(loaded: LoadedSpec) -> Iterable[Finding]:
         "deployment.health_check_timeout_s",
         f"without a model exported by compile --remote the container starts only if the Hugging Face Neuron cache "
         f"(aws-neuron/optimum-neuron-cache) has {named} compiled at these shapes, and "
-        "refuses to start otherwise (it does not compile on the instance without --allow_non_cached_model); "
-        + exported,
+        "refuses to start otherwise (it does not compile on the instance without --allow_non_cached_model)" + exported,
         f"run `neurondeploy compile {loaded.source.file} --remote` before apply",
     )
 

@@ -21,6 +21,9 @@ from neurondeploy.resources.model import PlanContext
 from neurondeploy.specs import InferenceSpec
 
 MODEL_DIR = "/opt/ml/model"
+# Where a container that compiles at start finds the artifacts compile --remote built, inside the model directory:
+# vllm-neuron's own name for them (vllm_neuron/worker/neuronx_distributed_model_loader.py, _get_compiled_model_path)
+COMPILED_SUBDIR = "neuron-compiled-artifacts"
 GP2_SMALL_MIB_S, GP2_LARGE_MIB_S, GP2_SMALL_MAX_GIB = 128, 250, 170  # gp2's throughput limit by volume size
 STARTUP_S = 120
 SAFETY = 2
@@ -68,5 +71,10 @@ def without_hub_token(spec: InferenceSpec) -> InferenceSpec:
 
 
 def precompiled_env(spec: InferenceSpec) -> dict[str, str]:
-    """The container's model setting pointed at the directory SageMaker fills from the S3 prefix."""
-    return {spec.container.model_variable: MODEL_DIR}
+    """The container's model setting pointed at the directory SageMaker fills from the S3 prefix, and for a
+    container that compiles at start, the compiled artifacts' directory inside it."""
+    kind = spec.container
+    env = {kind.model_variable: MODEL_DIR}
+    if kind.compiled_artifacts_env:
+        env[kind.compiled_artifacts_env] = f"{MODEL_DIR}/{COMPILED_SUBDIR}"
+    return env

@@ -59,6 +59,7 @@ class CompileJob:
     instance_type: str = DEFAULT_COMPILE_INSTANCE
     export_module: str | None = None
     export_arguments: tuple[str, ...] = ()
+    export_environment: tuple[tuple[str, str], ...] = ()  # the endpoint's, for a compile that starts it
 
 
 def compile_deployment(spec: InferenceSpec) -> InferenceSpec:
@@ -201,7 +202,11 @@ def create_llm_export_job_request(spec: InferenceSpec, ctx: PlanContext, job: Co
         "ResourceConfig": {"InstanceType": job.instance_type, "InstanceCount": 1}
         | ({} if job.instance_type.startswith("ml.trn") else {"VolumeSizeInGB": COMPILE_VOLUME_GIB}),
         "StoppingCondition": {"MaxRuntimeInSeconds": COMPILE_MAX_RUNTIME_S},
-        "Environment": {**job_environment(spec.region), **spec.deployment.container.runtime_env()},
+        "Environment": {
+            **job_environment(spec.region),
+            **dict(job.export_environment),
+            **spec.deployment.container.runtime_env(),  # its secrets too: the job downloads a gated model
+        },
         "Tags": sagemaker_tags(spec, **{"neurondeploy:run-id": ctx.run_id}),
     }
 

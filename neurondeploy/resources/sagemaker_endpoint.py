@@ -95,6 +95,16 @@ def runs_on_dlc(spec: InferenceSpec, ctx: PlanContext) -> bool:
 def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
     """Container settings from the spec, as its kind's row names them (data/containers.yaml, environment);
     deployment.container.env is added last."""
+    return _environment(spec, ctx, precompiled=uses_precompiled(spec, ctx))
+
+
+def precompiled_model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
+    """The model's environment once compile --remote has built the model: what the compile job starts vLLM with,
+    so that what it compiles is what the endpoint loads."""
+    return _environment(spec, ctx, precompiled=True)
+
+
+def _environment(spec: InferenceSpec, ctx: PlanContext, *, precompiled: bool) -> dict[str, str]:
     kind = spec.container
     obsolete = dict(kind.obsolete_env)
     given = sorted(set(spec.deployment.container.env) & set(obsolete))
@@ -126,7 +136,7 @@ def model_environment(spec: InferenceSpec, ctx: PlanContext) -> dict[str, str]:
                 **torchserve_batching(spec),
             }
         )
-    if uses_precompiled(spec, ctx):  # loaded from /opt/ml/model: no Hub id, no Hub token
+    if precompiled:  # loaded from /opt/ml/model: no Hub id, no Hub token
         return {**env, **precompiled_env(spec), **without_hub_token(spec).deployment.container.runtime_env()}
     return {**env, **spec.deployment.container.runtime_env()}  # secrets as references only
 

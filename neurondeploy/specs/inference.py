@@ -416,10 +416,11 @@ class ContainerSpec(StrictModel):
     compile_at_start: Annotated[
         bool,
         Field(
-            description="vllm-neuron with no compiled artifacts: true lets the container compile the model with NxD "
-            "Inference when it starts (vllm-neuron's behaviour without NEURON_COMPILED_ARTIFACTS: minutes to an "
-            "hour, inside the startup health check, deployment.health_check_timeout_s, at most 3600 s); false (the "
-            "default): apply refuses, since compile --remote does not build vllm-neuron's artifacts yet."
+            description="vllm-neuron with no artifacts built by `neurondeploy compile SPEC --remote`: true lets the "
+            "container compile the model with NxD Inference when it starts (vllm-neuron's behaviour without "
+            "NEURON_COMPILED_ARTIFACTS: minutes to an hour, inside the startup health check, "
+            "deployment.health_check_timeout_s, at most 3600 s); false (the default): apply refuses to deploy until "
+            "compile --remote has built them."
         ),
     ] = False
     env: Annotated[

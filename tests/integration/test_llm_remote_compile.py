@@ -225,7 +225,7 @@ def test_apply_without_an_export_refuses_unless_the_spec_starts_from_the_neuron_
     refused = run_cli("apply", str(spec), "--yes", "--no-smoke", "--state", state, env=env)
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "no model exported by compile --remote" in errors[0], refused.stderr
+    assert len(errors) == 1 and "no model built by compile --remote" in errors[0], refused.stderr
     assert f"neurondeploy compile {spec} --remote" in errors[0] and "start_from_neuron_cache: true" in errors[0]
     assert aws.client("sagemaker").list_models()["Models"] == []
     assert aws.client("iam").list_roles()["Roles"] == [] and StateStore(tmp_path / "state.db").names() == []

@@ -6,6 +6,7 @@ OpenAI server (a stand-in here: vLLM and its Neuron plugin do not install on thi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -97,7 +99,7 @@ def test_plan_runs_the_wrapper_built_from_the_release_matrix_image_with_sm_vllm_
     }
     planned = run_cli("plan", str(loaded.path))
     assert planned.returncode == 0, planned.stderr
-    assert f"built FROM {expected.tag}" in planned.stdout and "compiles it with NxD Inference" in planned.stdout
+    assert f"built FROM {expected.tag}" in planned.stdout and "compiles the model with NxD Inference" in planned.stdout
 
 
 def test_what_the_container_cannot_take_is_refused_in_one_line(tmp_path):
@@ -123,17 +125,18 @@ def test_what_the_container_cannot_take_is_refused_in_one_line(tmp_path):
     assert code == 2 and "compile_at_start is for a container that compiles the model when it starts" in errors[0]
 
 
-def test_apply_without_compile_at_start_and_compile_remote_are_refused_before_any_call(sagemaker_world, tmp_path):
+def test_apply_without_compiled_artifacts_or_compile_at_start_is_refused_before_any_call(sagemaker_world, tmp_path):
     aws = sagemaker_world
     spec = _spec(tmp_path, container={"kind": "vllm-neuron", "image_uri": WRAPPER})
-    state = str(tmp_path / "state.db")
-    for args in (("apply", str(spec), "--yes"), ("compile", str(spec), "--remote", "--yes")):
-        refused = run_cli(*args, "--state", state)
-        lines = refused.stderr.strip().splitlines()
-        assert refused.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), refused.stderr
-        assert "compile_at_start: true" in lines[0]
+    refused = run_cli("apply", str(spec), "--yes", "--state", str(tmp_path / "state.db"))
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), refused.stderr
+    assert "no model built by compile --remote" in lines[0] and f"neurondeploy compile {spec} --remote" in lines[0]
+    assert "compile_at_start: true" in lines[0]
     assert aws.client("sagemaker").list_models()["Models"] == []
-    assert aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    _, errors, warnings = _validate(spec)
+    (said,) = [w for w in warnings if "until compile --remote has built its compiled artifacts" in w]
+    assert errors == [] and "loading needs about" in said
 
 
 def _entrypoint() -> list[str]:
@@ -167,27 +170,34 @@ def test_the_wrapper_started_as_sagemaker_starts_it_answers_ping_and_invocations
         "FAKE_VLLM_PORT": str(port),
         "FAKE_VLLM_LOG": str(log),
     }
+    with _wrapper_serving(env, port):
+        body = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4}
+        answer = httpx.post(f"http://127.0.0.1:{port}/invocations", json=body, timeout=60)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"] is not None
+        (argv,) = [json.loads(line)["argv"] for line in log.read_text().splitlines()]
+        assert argv == vllm_arguments(environment) and argv[:2] == ["--port", "8080"]
+
+
+@contextlib.contextmanager
+def _wrapper_serving(env: dict, port: int) -> Iterator[None]:
+    """The wrapper started as SageMaker starts it (its ENTRYPOINT with `serve`), until /ping answers 200; stopped
+    when the block ends."""
     process = subprocess.Popen(
         [*_entrypoint(), "serve"], env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
-        url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
         while True:
             assert process.poll() is None, process.stderr.read()
             try:
-                if httpx.get(f"{url}/ping", timeout=2).status_code == 200:
+                if httpx.get(f"http://127.0.0.1:{port}/ping", timeout=2).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             assert time.monotonic() < deadline, "the wrapper's server never answered /ping"
             time.sleep(0.2)
-        body = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4}
-        answer = httpx.post(f"{url}/invocations", json=body, timeout=60)
-        assert answer.status_code == 200, answer.text
-        assert answer.json()["choices"][0]["message"]["content"] is not None
-        (argv,) = [json.loads(line) for line in log.read_text().splitlines()]
-        assert argv == vllm_arguments(environment) and argv[:2] == ["--port", "8080"]
+        yield
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
@@ -228,40 +238,140 @@ def test_the_local_twin_answers_the_openai_client_and_refuses_as_vllm_does():
             process.kill()
 
 
+def _prefill_hub_cache(hf_home: Path, model_id: str) -> Path:
+    """The Hub as the job's Hugging Face client finds it offline: the model's snapshot in $HF_HOME's cache layout
+    (hub/models--ORG--NAME/refs/main and snapshots/COMMIT/), a 2-layer stand-in saved there. No Hub here."""
+    from neurondeploy.serving.llm.model import build_stand_in
+
+    repo = hf_home / "hub" / f"models--{model_id.replace('/', '--')}"
+    commit = "0" * 40
+    lm = build_stand_in("tiny/llama", None, 256)
+    lm.model.save_pretrained(repo / "snapshots" / commit)
+    lm.tokenizer.save_pretrained(repo / "snapshots" / commit)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    return repo / "snapshots" / commit
+
+
 @pytest.mark.slow
-def test_the_template_applies_reapplies_with_no_mutating_call_and_destroys_to_nothing(sagemaker_world, tmp_path):
-    """Through the CLI against moto: apply of templates/llama3-8b-vllm-neuron-sagemaker.yaml (its wrapper pushed to
-    moto's ECR first, as apply requires), its smoke test a short chat through InvokeEndpoint (moto answers what is
-    queued here, in vLLM's OpenAI shape); a second apply sends no mutating call; destroy leaves nothing tagged."""
+def test_compile_remote_then_apply_of_the_template_then_reapply_and_destroy(sagemaker_world, tmp_path):
+    """Through the CLI against moto, templates/llama3-8b-vllm-neuron-sagemaker.yaml: apply refuses until compile
+    --remote has built the model; compile --remote's job (its request strictly valid, then run here as SageMaker runs
+    an image whose entrypoint the request overrides) starts vLLM as the endpoint does, which compiles into
+    NEURON_COMPILED_ARTIFACTS (the stand-in vLLM does what vllm-neuron's loader does), and the model lands in the S3
+    cache; apply points the endpoint at it with the budget loading needs, and the endpoint started from that S3
+    prefix loads the artifacts instead of compiling; a second apply sends no mutating call; destroy leaves nothing."""
+    from integration.test_serving import free_port
+    from neurondeploy.aws.transport import AwsTransport
+    from neurondeploy.engine.state import StateStore
+    from neurondeploy.replay.training_container import run_training_container
+    from neurondeploy.resources.precompiled import load_budget
+    from neurondeploy.resources.validation import check_request
+
     aws = sagemaker_world
     template = REPO / "templates" / "llama3-8b-vllm-neuron-sagemaker.yaml"
-    image = load_spec(template).spec.deployment.container.image_uri
-    state = str(tmp_path / "state.db")
-    missing = run_cli("apply", str(template), "--yes", "--state", state)
-    assert (
-        missing.returncode != 0 and "is not in ECR" in missing.stderr and "HF_ENTRYPOINT='python3 -m" in missing.stderr
-    )
-    assert aws.client("sagemaker").list_models()["Models"] == []
+    arn = aws.client("secretsmanager").create_secret(Name="hf-token", SecretString="hf_" + "x" * 34)["ARN"]
+    spec = tmp_path / "llama3-8b-vn.yaml"
+    spec.write_text(template.read_text().replace("arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token", arn))
+    image, model_id = load_spec(spec).spec.deployment.container.image_uri, load_spec(spec).spec.model.hf_model_id
+    state, bucket = str(tmp_path / "state.db"), "neurondeploy-123456789012-us-east-1"
+    env = {**os.environ, "NEURONDEPLOY_CACHE_DIR": str(tmp_path / "laptop-cache")}
     push_image(aws, image.split("/", 1)[1].rsplit(":", 1)[0], image.rsplit(":", 1)[1])
+
+    refused = run_cli("apply", str(spec), "--yes", "--state", state, env=env)
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode != 0 and len(lines) == 1 and "no model built by compile --remote" in lines[0]
+    assert f"neurondeploy compile {spec} --remote" in lines[0] and "compile_at_start: true" in lines[0]
+    assert aws.client("sagemaker").list_models()["Models"] == []
+
+    started = run_cli("compile", str(spec), "--remote", "--no-wait", "--yes", "--json", "--state", state, env=env)
+    assert started.returncode == 0, started.stderr
+    summary = json.loads(started.stdout)
+    prefix = f"compile-cache/{summary['artifact_key']}/model/"
+    assert summary["model_uri"] == f"s3://{bucket}/{prefix}" and summary["instance_type"] == "ml.trn1.32xlarge"
+    recorded = StateStore(tmp_path / "state.db").get("llama3-8b-vn-compile")
+    params = next(
+        r["params"] for r in recorded.resources["compile-job"].create_requests if r["operation"] == "CreateTrainingJob"
+    )
+    check_request("sagemaker", "CreateTrainingJob", params)
+    algorithm = params["AlgorithmSpecification"]
+    assert algorithm["TrainingImage"] == image
+    assert algorithm["ContainerEntrypoint"][-1] == "neurondeploy.compiler.vllm_neuron_compile"
+    arguments = algorithm["ContainerArguments"]
+    assert arguments[arguments.index("--") :] == ["--", "python3", "-m", "neurondeploy.serving.sm_vllm"]
+    served = {  # the endpoint's own environment over the compiled model, in the job
+        "SM_VLLM_MODEL": "/opt/ml/model",
+        "NEURON_COMPILED_ARTIFACTS": "/opt/ml/model/neuron-compiled-artifacts",
+        "SM_VLLM_TENSOR_PARALLEL_SIZE": "2",
+        "SM_VLLM_MAX_NUM_SEQS": "4",
+        "SM_VLLM_MAX_MODEL_LEN": "4096",
+    }
+    assert served.items() <= params["Environment"].items() and arn in params["Environment"]["NEURONDEPLOY_SECRET_ENV"]
+
+    # what SageMaker runs, run here (/opt/ml at tmp_path/job; the container's 8080 at a free loopback port): the
+    # resolver, the job module, the Hub download, then the endpoint's launcher and the stand-in vLLM
+    job_dir, port, log = tmp_path / "job", free_port(), tmp_path / "vllm.jsonl"
+    _prefill_hub_cache(job_dir / "output" / "work" / "hf", model_id)
+    arguments[arguments.index("--health_url") + 1] = f"http://127.0.0.1:{port}/ping"
+    job_env = {
+        **env,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PYTHONPATH": str(FIXTURES / "fake_vllm"),
+        "FAKE_VLLM_PORT": str(port),
+        "FAKE_VLLM_LOG": str(log),
+        "HF_HUB_OFFLINE": "1",
+        "NEURONDEPLOY_CACHE_DIR": str(tmp_path / "job-cache"),
+    }
+    ran = run_training_container(params, AwsTransport("us-east-1"), job_dir, env=job_env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    (job_start,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert job_start["artifacts"] == "compiled" and job_start["argv"] == vllm_arguments(
+        {**served, "SM_VLLM_MODEL": str(job_dir / "model")}
+    )
+    assert list((job_dir / "model").iterdir()) == []  # moved into the cache: the job's model.tar.gz is empty
+    s3 = aws.client("s3")
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]}
+    assert {f"{prefix}config.json", f"{prefix}neuron-compiled-artifacts/neuron_config.json"} <= keys
+
+    again = run_cli("compile", str(spec), "--remote", "--json", "--state", state, env=env)
+    assert again.returncode == 0 and json.loads(again.stdout)["status"] == "cached", again.stderr
+    assert len(aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1
+
     queue_invocation_answer(
         aws, {"model": "x", "choices": [{"message": {"content": "Hello!"}, "finish_reason": "stop"}]}
     )
-    applied = run_cli("apply", str(template), "--yes", "--json", "--state", state)
+    applied = run_cli("apply", str(spec), "--yes", "--json", "--state", state, env=env)
     assert applied.returncode == 0, applied.stderr
     said = " ".join(applied.stderr.split())
-    assert "vllm-neuron compiles the model when it starts, within the 3600 s startup health check" in said
+    size = sum(o["Size"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"])
+    budget, why = load_budget(size, 128)
+    assert f"the model compile --remote built: s3://{bucket}/{prefix}" in said
+    assert f"startup health-check budget {budget} s ({why}), was 3600 s" in said
     assert "smoke test passed: sagemaker:llama3-8b-vn completed" in said
-    (model,) = aws.client("sagemaker").list_models()["Models"]
-    described = aws.client("sagemaker").describe_model(ModelName=model["ModelName"])["PrimaryContainer"]
-    assert (
-        described["Image"] == image
-        and described["Environment"]["SM_VLLM_MODEL"] == load_spec(template).spec.model.hf_model_id
-    )
-    again = run_cli("apply", str(template), "--yes", "--json", "--state", state)
-    assert again.returncode == 0 and json.loads(again.stdout)["mutating_calls"] == 0, again.stderr
-    gone = run_cli("destroy", "llama3-8b-vn", "--yes", "--state", state)
+    sm = aws.client("sagemaker")
+    (model,) = sm.list_models()["Models"]
+    container = sm.describe_model(ModelName=model["ModelName"])["PrimaryContainer"]
+    assert container["Image"] == image and container["Environment"] == served  # no Hub id, no token reference
+    assert container["ModelDataSource"]["S3DataSource"]["S3Uri"] == f"s3://{bucket}/{prefix}"
+
+    # the endpoint as SageMaker starts it: the S3 prefix at /opt/ml/model, the wrapper's ENTRYPOINT with `serve`
+    opt_ml = tmp_path / "endpoint" / "opt" / "ml"
+    for key_name in keys:
+        target = opt_ml / "model" / key_name[len(prefix) :]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(s3.get_object(Bucket=bucket, Key=key_name)["Body"].read())
+    endpoint_env = {name: value.replace("/opt/ml", str(opt_ml)) for name, value in container["Environment"].items()}
+    entrypoint = {"NEURONDEPLOY_HF_ENTRYPOINT": load_spec(spec).spec.container.wrapper_entrypoint}
+    with _wrapper_serving({**job_env, **endpoint_env, **entrypoint}, port):
+        pass
+    endpoint_start = json.loads(log.read_text().splitlines()[-1])
+    assert endpoint_start["artifacts"] == "loaded"  # what the job compiled, not a compile at start
+
+    reapplied = run_cli("apply", str(spec), "--yes", "--json", "--state", state, env=env)
+    assert reapplied.returncode == 0 and json.loads(reapplied.stdout)["mutating_calls"] == 0, reapplied.stderr
+    gone = run_cli("destroy", "llama3-8b-vn", "--yes", "--state", state, env=env)
     assert gone.returncode == 0, gone.stderr
-    assert aws.client("sagemaker").list_models()["Models"] == [] and find_leftovers(transport(), "llama3-8b-vn") == []
+    assert sm.list_models()["Models"] == [] and find_leftovers(transport(), "llama3-8b-vn") == []
 
 
 def test_an_llm_spec_naming_no_container_runs_vllm_neuron_and_the_frozen_kinds_say_so(tmp_path):
