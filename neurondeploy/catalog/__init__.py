@@ -62,7 +62,7 @@ from neurondeploy.catalog.sdk import (
     sdk_paths,
     sdk_releases,
 )
-from neurondeploy.catalog.vllm_releases import VLLM_REPOSITORY, VllmRelease, vllm_image, vllm_releases
+from neurondeploy.catalog.vllm_releases import VLLM_REPOSITORY, VllmRelease, vllm_releases
 
 __all__ = [
     "SAGEMAKER_INFERENCE_AMI",
@@ -83,7 +83,6 @@ __all__ = [
     "dlc_releases",
     "VLLM_REPOSITORY",
     "VllmRelease",
-    "vllm_image",
     "vllm_releases",
     "ContainerKind",
     "container_kind",

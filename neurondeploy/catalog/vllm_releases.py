@@ -5,6 +5,8 @@ Which line serves which instance family is the table's "Supported EC2 Instance T
 (vllm-neuron 0.5.x on NxD Inference, Python 3.12) is the last for Inf2 and Trn1 (SDK 2.31.1); the 0.21+/0.24+ lines
 (Python 3.13) are Trn2/Trn3 only. Every image runs its command through ``common/vllm_entrypoint.py``
 (``subprocess.check_call(sys.argv[1:])``), exposes 8080 and health-checks ``/ping`` there (each row's Dockerfile).
+Which row a deployment runs is the release matrix's choice (resources/release.py), with every other piece's
+constraint (a SageMaker host's Neuron driver among them), not this table's newest row.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from neurondeploy.catalog._data import load, version_tuple
-from neurondeploy.errors import CatalogError
+from neurondeploy.catalog._data import load
 
 VLLM_REPOSITORY = "pytorch-inference-vllm-neuronx"
 # The DLC README lists one name for a family's sizes: trn1n runs what trn1 runs.
@@ -49,33 +50,4 @@ def vllm_releases() -> tuple[VllmRelease, ...]:
     return tuple(
         VllmRelease(**{**row, "instances": tuple(row["instances"]), "preinstalled": tuple(row.get("preinstalled", ()))})
         for row in load("vllm_releases")["releases"]
-    )
-
-
-def _vllm_version(release: VllmRelease) -> tuple[int, ...]:
-    return tuple(int(part) for part in release.vllm.split("."))  # "0.24.0.1.1.0": vLLM's, then vllm-neuron's
-
-
-def vllm_image(family: str, sdk: str | None = None) -> VllmRelease:
-    """The newest vLLM Neuron image for instances of ``family`` (inf2, trn1, trn2, ...), at release ``sdk`` if
-    pinned. Raises :class:`CatalogError` naming the line that does serve the family when ``sdk`` has none."""
-    rows = [row for row in vllm_releases() if row.serves(family)]
-    if not rows:
-        raise CatalogError(f"no vLLM Neuron image serves {family} instances", "use an inf2, trn1 or trn2 instance")
-    newest = max(rows, key=lambda row: (version_tuple(row.sdk), _vllm_version(row)))
-    if sdk is None:
-        return newest
-    pinned = [row for row in rows if row.sdk == sdk]
-    if pinned:
-        return max(pinned, key=_vllm_version)
-    others = [row.vllm for row in vllm_releases() if row.sdk == sdk]
-    held = (
-        f"SDK {sdk}'s vLLM Neuron images (vLLM {', '.join(others)}) do not serve {family}"
-        if others
-        else (f"SDK {sdk} has no vLLM Neuron image")
-    )
-    raise CatalogError(
-        held,
-        f"for {family}, use SDK {newest.sdk} (vLLM {newest.vllm}, {VLLM_REPOSITORY}:{newest.tag}) or an earlier "
-        "release whose image lists it",
     )

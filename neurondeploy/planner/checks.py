@@ -299,7 +299,9 @@ def check_inference_fit(
         )
     if not estimate.fits:
         platform = spec.deployment.platform
-        options = sizing.size_options(arch, batch, sequence, dtype, backend, spec.region, quantization, platform)
+        options = sizing.size_options(
+            arch, batch, sequence, dtype, backend, spec.region, quantization, platform, not spec.container.ours
+        )
         best = sizing.recommended(options) or next(iter(options), None)
         fix = (  # what `size` recommends: not a fit that validate would then warn about
             f"try {best.instance} with TP={best.tensor_parallel}"
@@ -318,6 +320,15 @@ def check_inference_fit(
             "deployment.instance_type",
             f"{instance.name} has {instance.host_memory_gib} GiB host RAM; loading a 7B-class model there often fails",
             "deploy a precompiled model or use inf2.8xlarge or larger",
+        )
+    idle = 0 if spec.container.ours else sizing.idle_cores(instance, tp, backend)
+    if idle:
+        full = max(catalog.legal_tp_degrees(instance, backend))
+        yield warning(
+            "deployment.tensor_parallel",
+            f"{spec.container.name} runs one server per instance, on TP={tp} of {instance.name}'s "
+            f"{instance.neuron_cores} NeuronCores: {idle} are paid for and idle",
+            f"set tensor_parallel: {full} to use them (more HBM for the KV cache), or pick a smaller instance",
         )
 
 

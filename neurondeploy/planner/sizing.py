@@ -379,8 +379,20 @@ def host_too_small(instance: catalog.InstanceType, arch: ModelArchitecture) -> b
     return instance.host_memory_gib < SMALL_HOST_RAM_GIB and parameter_count(arch) >= LARGE_MODEL_PARAMETERS
 
 
-def fit_warnings(instance: catalog.InstanceType, arch: ModelArchitecture, per_core_gib: float) -> list[str]:
-    """Why a fitting (instance, TP) is a poor choice: the same host-RAM rule validate warns with, a tight fit."""
+def idle_cores(instance: catalog.InstanceType, tp: int, backend: str) -> int:
+    """NeuronCores a single LLM server at ``tp`` leaves unused on ``instance`` (vLLM's tensor_parallel_size, TGI's
+    HF_NUM_CORES: one container per SageMaker endpoint instance, on TP cores), when a legal larger TP would use
+    them; 0 when ``tp`` is already the instance's largest legal degree."""
+    if tp >= max(catalog.legal_tp_degrees(instance, backend), default=tp):
+        return 0
+    return instance.neuron_cores - tp
+
+
+def fit_warnings(
+    instance: catalog.InstanceType, arch: ModelArchitecture, per_core_gib: float, idle: int = 0
+) -> list[str]:
+    """Why a fitting (instance, TP) is a poor choice: the same host-RAM rule validate warns with, a tight fit, the
+    cores one server leaves idle (``idle``, :func:`idle_cores`)."""
     warnings = []
     if host_too_small(instance, arch):
         warnings.append(
@@ -390,6 +402,11 @@ def fit_warnings(instance: catalog.InstanceType, arch: ModelArchitecture, per_co
     if per_core_gib > TIGHT_FIT_FRACTION * instance.hbm_per_core_gib:
         warnings.append(
             f"tight: over {TIGHT_FIT_FRACTION:.0%} of a core's HBM, nothing left for what the estimate does not count"
+        )
+    if idle:
+        warnings.append(
+            f"idle cores {idle}: one LLM server per instance runs on TP of its NeuronCores; the rest are paid for "
+            "and unused (a larger TP on the same instance uses them, with more HBM for the KV cache)"
         )
     return warnings
 
@@ -403,9 +420,11 @@ def size_options(
     region: str | None = None,
     quantization: str = "none",
     platform: str = "ec2",
+    one_server: bool = True,
 ) -> list[SizingOption]:
     """Every (instance, TP) that fits, cheapest per hour first, then smallest TP. ``platform`` "sagemaker": the
-    instances SageMaker hosts endpoints on, by their ml.* names and prices."""
+    instances SageMaker hosts endpoints on, by their ml.* names and prices. ``one_server``: the LLM containers run
+    one server per instance on TP cores (vLLM, TGI); False: our server, one replica per TP cores."""
     options = []
     sagemaker = platform == "sagemaker"
     for instance in catalog.instance_types().values():
@@ -422,7 +441,7 @@ def size_options(
                     SizingOption(
                         instance.sagemaker_name if sagemaker else instance.name,
                         tp,
-                        instance.neuron_cores // tp,
+                        1 if one_server else instance.neuron_cores // tp,
                         round(estimate.per_core_gib, 2),
                         instance.hbm_per_core_gib,
                         catalog.price_per_hour(instance, region=region, platform=platform),
@@ -432,7 +451,12 @@ def size_options(
                         estimate.effective_kv_heads,
                         round(estimate.padding_overhead_gib, 2),
                         round(100 * estimate.padding_compute_fraction, 1),
-                        fit_warnings(instance, arch, estimate.per_core_gib),
+                        fit_warnings(
+                            instance,
+                            arch,
+                            estimate.per_core_gib,
+                            idle_cores(instance, tp, backend) if one_server else 0,
+                        ),
                     )
                 )
     return sorted(options, key=lambda o: (o.hourly_usd if o.hourly_usd is not None else math.inf, o.tensor_parallel))

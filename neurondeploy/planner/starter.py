@@ -124,7 +124,8 @@ def _llm_lines(source: ModelSource, arch, target: str, region: str, image_uri: s
         ),
         _commented(
             f"  tensor_parallel: {best.tensor_parallel}",
-            f"{best.replicas_per_instance} replica(s) per instance, {best.per_core_gib:.1f} of "
+            f"one vLLM server per instance on {best.tensor_parallel} of its "
+            f"{catalog.get_instance(best.instance).neuron_cores} NeuronCores, {best.per_core_gib:.1f} of "
             f"{best.available_per_core_gib:g} GiB per NeuronCore",
         ),
         _commented("  health_check_timeout_s: 3600", "the Hub download and the compile at start must fit in it"),

@@ -87,7 +87,7 @@ def test_plan_runs_the_wrapper_built_from_the_release_matrix_image_with_sm_vllm_
     release = deployment_release(loaded.spec)
     piece = release.piece("serving image")
     # SageMaker's host driver (2.19) takes no runtime of 2.30+: the newest 0.16.0 image it can run is 2.29.1's
-    expected = catalog.vllm_image("inf2", sdk=release.sdk)
+    (expected,) = [row for row in catalog.vllm_releases() if row.sdk == release.sdk and row.serves("inf2")]
     assert (release.sdk, piece.name, piece.base, piece.python) == ("2.29.1", WRAPPER, expected.tag, "3.12")
     container = create_model_request(loaded.spec, plan_context(loaded, account_id="123456789012"))["PrimaryContainer"]
     assert container["Image"] == WRAPPER
@@ -105,14 +105,14 @@ def test_plan_runs_the_wrapper_built_from_the_release_matrix_image_with_sm_vllm_
 def test_what_the_container_cannot_take_is_refused_in_one_line(tmp_path):
     # no wrapper: SageMaker cannot pull the public image; the fix builds it FROM the release's image
     code, errors, _ = _validate(_spec(tmp_path, container={"kind": "vllm-neuron", "compile_at_start": True}))
-    base = f"public.ecr.aws/neuron/{catalog.VLLM_REPOSITORY}:{catalog.vllm_image('inf2', sdk='2.29.1').tag}"
+    base = f"public.ecr.aws/neuron/{catalog.VLLM_REPOSITORY}:0.16.0-neuronx-py312-sdk2.29.1-ubuntu24.04"
     assert code == 2 and len(errors) == 1 and "from the account's own ECR" in errors[0]
     assert (
         f"--build-arg BASE_IMAGE={base}" in errors[0]
         and "HF_ENTRYPOINT='python3 -m neurondeploy.serving.sm_vllm'" in errors[0]
     )
     # a release whose vLLM Neuron images do not list inf2 (the Trn2 line)
-    trn2_only = catalog.vllm_image("trn2").sdk
+    trn2_only = max((r.sdk for r in catalog.vllm_releases() if not r.serves("inf2")), key=catalog.version_tuple)
     code, errors, _ = _validate(_spec(tmp_path, neuron_sdk_version=trn2_only))
     assert code == 2 and any("images do not list inf2 instances" in e for e in errors), errors
     # the compile at start is the spec's choice, and each cache field belongs to its own kind
@@ -382,3 +382,27 @@ def test_an_llm_spec_naming_no_container_runs_vllm_neuron_and_the_frozen_kinds_s
     assert "container hf-vllm's images stop at Neuron SDK 2.26.1" in said and "container kind vllm-neuron" in said
     _, _, maintained = _validate(REPO / "templates" / "llama3-8b-vllm-neuron-sagemaker.yaml")
     assert not any("images stop at" in w for w in maintained)
+
+
+def test_the_trn2_template_plans_one_server_on_all_64_logical_cores_from_one_release_row():
+    """templates/llama3-70b-vllm-neuron-trn2-sagemaker.yaml: ml.trn2.48xlarge sized by its 64 logical NeuronCores
+    (LNC=2, 24 GiB each) at TP 64, no core idle; the serving image, its SDK and Python from one row of the release
+    matrix; vLLM's settings in the model's environment; the compile job on a Trn2 host; the load budget predicted."""
+    template = REPO / "templates" / "llama3-70b-vllm-neuron-trn2-sagemaker.yaml"
+    planned = run_cli("plan", str(template), "--json")
+    assert planned.returncode == 0, planned.stderr
+    plan = json.loads(planned.stdout)
+    (piece,) = plan["release"]["pieces"]
+    (row,) = [r for r in catalog.vllm_releases() if r.sdk == plan["release"]["neuron_sdk"] and r.vllm == "0.16.0"]
+    assert row.serves("trn2") and f"built FROM {row.tag} " in piece["source"]
+    assert (piece["sdk"], piece["python"]) == (row.sdk, ".".join(row.python.split(".")[:2]))
+    (model,) = [r for r in plan["resources"] if r["name"] == "model"]
+    environment = model["requests"][0]["params"]["PrimaryContainer"]["Environment"]
+    assert environment["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "64" and environment["SM_VLLM_MAX_MODEL_LEN"] == "4096"
+    findings = " ".join(finding["text"] for finding in plan["findings"])
+    assert "idle" not in findings and "does not fit" not in findings
+    assert "loading needs about" in findings  # the budget a model built by compile --remote gets
+    assert any("runs a SageMaker job on ml.trn2.48xlarge" in line for line in plan["before_apply"])
+    instance = catalog.get_instance("trn2.48xlarge")
+    assert (instance.neuron_cores, instance.hbm_per_core_gib) == (64, 24.0)
+    assert max(catalog.legal_tp_degrees(instance, "nxdi")) == 64

@@ -112,6 +112,41 @@ def test_size_options_are_all_fitting_and_cheapest_first():
     assert all(option.padding_overhead_gib == 0 for option in options if 8 % option.tensor_parallel == 0)
 
 
+def test_an_llm_server_is_one_per_instance_and_cores_it_leaves_idle_are_said():
+    """vLLM and TGI run one server per instance on TP NeuronCores: an option at a TP below the instance's largest
+    legal one is 1 replica with idle cores (not recommended); our server runs one replica per TP cores."""
+    options = sizing.size_options(LLAMA_8B, batch=1, sequence=2048, dtype="bfloat16", backend="nxdi")
+    assert {option.replicas_per_instance for option in options} == {1}
+    inf2_24 = {option.tensor_parallel: option for option in options if option.instance == "inf2.24xlarge"}
+    assert [w for w in inf2_24[4].warnings if w.startswith("idle cores 8:")]  # 12 cores; TP 8 is its largest
+    assert not [w for w in inf2_24[8].warnings if w.startswith("idle cores")]
+    tp2 = next(option for option in options if (option.instance, option.tensor_parallel) == ("inf2.48xlarge", 2))
+    assert any(w.startswith("idle cores 22:") for w in tp2.warnings)
+    best = sizing.recommended(options)
+    assert best.tensor_parallel == max(catalog.legal_tp_degrees(catalog.get_instance(best.instance), "nxdi"))
+    ours = sizing.size_options(LLAMA_8B, 1, 2048, "bfloat16", "nxdi", one_server=False)
+    ours_tp2 = next(option for option in ours if (option.instance, option.tensor_parallel) == ("inf2.48xlarge", 2))
+    assert ours_tp2.replicas_per_instance == 12 and not any(w.startswith("idle") for w in ours_tp2.warnings)
+
+
+def test_validate_says_which_cores_an_llm_container_leaves_idle(tmp_path):
+    from neurondeploy.planner.checks import run_checks
+    from neurondeploy.specs import parse_spec
+
+    text = (Path(__file__).parents[2] / "templates" / "llama3-8b-vllm-neuron-sagemaker.yaml").read_text()
+    spec = parse_spec(text.replace("ml.inf2.8xlarge", "ml.inf2.48xlarge"), file="s.yaml", path=tmp_path / "s.yaml")
+    (idle,) = [f for f in run_checks(spec) if "idle" in f.message]
+    assert idle.field == "deployment.tensor_parallel" and idle.level == "warning"
+    assert "on TP=2 of inf2.48xlarge's 24 NeuronCores: 22 are paid for and idle" in idle.message
+    assert idle.hint.startswith("set tensor_parallel: 24")
+    full = parse_spec(
+        text.replace("ml.inf2.8xlarge", "ml.inf2.48xlarge").replace("tensor_parallel: 2", "tensor_parallel: 24"),
+        file="s.yaml",
+        path=tmp_path / "s.yaml",
+    )
+    assert not [f for f in run_checks(full) if "idle" in f.message]
+
+
 def test_size_cli_json_lists_options(tmp_path):
     result = subprocess.run(
         [

@@ -30,34 +30,59 @@ def test_each_row_agrees_with_its_own_image_tag(row):
     assert row.source.endswith(f"@ {row.sdk}") and row.instances and row.neuron_runtime
 
 
-def test_inf2_and_trn1_get_the_last_line_that_lists_them_and_trn2_the_newest():
-    newest_for = {
-        family: max((r for r in ROWS if family in r.instances), key=lambda r: catalog.version_tuple(r.sdk)).sdk
-        for family in ("inf2", "trn1", "trn2")
-    }
+def _newest(family: str) -> catalog.VllmRelease:
+    return max((row for row in ROWS if row.serves(family)), key=lambda row: catalog.version_tuple(row.sdk))
+
+
+def test_inf2_and_trn1_are_last_listed_by_the_0_16_line_and_trn2_by_the_newest():
     for family in ("inf2", "trn1", "trn1n"):
-        chosen = catalog.vllm_image(family)
-        assert chosen.sdk == newest_for["inf2"] == newest_for["trn1"]
-        assert chosen.vllm == "0.16.0" and chosen.python.startswith("3.12.")  # the last Inf2/Trn1 line
-        assert chosen.neuronx_distributed_inference  # on the NxD Inference backend
-    trn2 = catalog.vllm_image("trn2")
-    assert trn2.sdk == newest_for["trn2"] == max((r.sdk for r in ROWS), key=catalog.version_tuple)
+        last = _newest(family)
+        assert last.sdk == _newest("inf2").sdk == _newest("trn1").sdk
+        assert last.vllm == "0.16.0" and last.python.startswith("3.12.")  # the last Inf2/Trn1 line
+        assert last.neuronx_distributed_inference  # on the NxD Inference backend
+    trn2 = _newest("trn2")
+    assert trn2.sdk == max((r.sdk for r in ROWS), key=catalog.version_tuple)
     assert "inf2" not in trn2.instances and trn2.python.startswith("3.13.")
     # no image after the 0.16.0 line serves Inf2
     assert all(r.vllm.startswith(("0.7.", "0.9.", "0.11.", "0.13.", "0.16.")) for r in ROWS if "inf2" in r.instances)
 
 
-def test_a_release_whose_images_do_not_serve_the_family_is_refused_naming_the_line_that_does():
-    trn2_only = catalog.vllm_image("trn2").sdk
+def _vllm_spec(instance: str, sdk: str | None = None) -> str:
+    pin = f"neuron_sdk_version: {sdk}\n" if sdk else ""
+    return f"""kind: inference
+name: vn
+region: us-east-1
+task: text-generation
+{pin}model: {{hf_model_id: meta-llama/Llama-3.1-8B-Instruct, dtype: bfloat16}}
+compile: {{batch_sizes: [4], sequence_lengths: [4096]}}
+deployment:
+  platform: sagemaker
+  instance_type: {instance}
+  tensor_parallel: 2
+  container: {{kind: vllm-neuron, image_uri: 123456789012.dkr.ecr.us-east-1.amazonaws.com/w:1, compile_at_start: true}}
+  health_check_timeout_s: 3600
+"""
+
+
+def test_the_release_matrix_chooses_the_image_a_sagemaker_host_can_run_and_refuses_one_that_skips_the_family(
+    tmp_path,
+):
+    from neurondeploy.resources.release import deployment_release
+    from neurondeploy.specs import parse_spec
+
+    def release(instance: str, sdk: str | None = None):
+        return deployment_release(parse_spec(_vllm_spec(instance, sdk), path=tmp_path / "vn.yaml").spec)
+
+    # SageMaker's host driver (2.19) takes no runtime of SDK 2.30+: the newest 0.16.0 image it can run is 2.29.1's,
+    # not the table's newest Inf2 row
+    chosen = release("ml.inf2.8xlarge")
+    assert chosen.sdk == "2.29.1" != _newest("inf2").sdk
+    assert chosen.piece("serving image").base == "0.16.0-neuronx-py312-sdk2.29.1-ubuntu24.04"
+    trn2_only = _newest("trn2").sdk
     with pytest.raises(CatalogError) as refused:
-        catalog.vllm_image("inf2", sdk=trn2_only)
-    inf2 = catalog.vllm_image("inf2")
-    assert (
-        f"SDK {trn2_only}'s vLLM Neuron images" in refused.value.message
-        and "do not serve inf2" in refused.value.message
-    )
-    assert inf2.tag in refused.value.hint
-    assert catalog.vllm_image("inf2", sdk="2.29.1").tag == "0.16.0-neuronx-py312-sdk2.29.1-ubuntu24.04"
+        release("ml.inf2.8xlarge", trn2_only)
+    assert f"{trn2_only}: its {catalog.VLLM_REPOSITORY} images do not list inf2 instances" in refused.value.message
+    assert "2.29.1" in refused.value.hint
 
 
 @pytest.mark.skipif(
