@@ -118,6 +118,9 @@ def test_every_sagemaker_type_a_template_uses_has_an_ml_price_with_its_source():
     assert {"inf2.xlarge", "inf2.8xlarge", "trn1.2xlarge", "trn1.32xlarge"} <= used
     for name in used:
         it = catalog.get_instance(name)
+        if it.family == "trn2":  # no ml.trn2 price is published (test_vllm_neuron: its plan says it is a lower bound)
+            assert it.sagemaker_price_usd_per_hour is None and it.price_source, name
+            continue
         assert it.sagemaker_price_usd_per_hour is not None and it.sagemaker_price_source, name
 
 
