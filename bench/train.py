@@ -50,6 +50,7 @@ def worker(variant: dict) -> dict:
         hidden_size=SHAPE["hidden_size"],
         layers=SHAPE["layers"],
         heads=SHAPE["heads"],
+        kv_heads=SHAPE["heads"],
         intermediate_size=SHAPE["intermediate_size"],
         max_positions=SHAPE["sequence"],
     )
@@ -136,10 +137,11 @@ def predicted_step_mib(checkpointing: bool) -> tuple[float, float, float]:
         attention_heads=SHAPE["heads"],
         vocab_size=256,
         intermediate_size=SHAPE["intermediate_size"],
+        gated_mlp=True,  # the reference model's SwiGLU
     )
     load = TrainingLoad(sequence_length=SHAPE["sequence"], micro_batch=SHAPE["batch"])
     activations = activation_bytes(arch, load, precision="fp32", checkpointing=checkpointing) / 2**20
-    gradients = (parameter_count(arch) + SHAPE["sequence"] * SHAPE["hidden_size"]) * 4 / 2**20  # + positions
+    gradients = parameter_count(arch) * 4 / 2**20  # fp32; rotary positions have no parameters
     return activations, gradients, activations + gradients
 
 

@@ -342,6 +342,10 @@ def check_training_fit(
     spec: TrainingSpec, instance: catalog.InstanceType, arch: ModelArchitecture
 ) -> Iterable[Finding]:
     d = spec.distribution
+    layout_errors = list(_model_split(arch, d.tensor_parallel, d.pipeline_parallel))
+    yield from layout_errors
+    if any(finding.level == "error" for finding in layout_errors):
+        return  # the memory of a split that cannot happen says nothing
     total = instance.neuron_cores * spec.instance_count
     dp = d.data_parallel or max(1, total // (d.tensor_parallel * d.pipeline_parallel))
     load = training_memory.training_load(spec.hyperparameters, dp, d.microbatches)
@@ -367,6 +371,48 @@ def check_training_fit(
         f"{where} + {estimate.headroom_gib:.1f} GiB headroom; {instance.name} has {estimate.available_per_core_gib:g} GiB",
         training_memory.first_fix(arch, instance.hbm_per_core_gib, layout, load),
     )
+
+
+def _model_split(arch: ModelArchitecture, tp: int, pp: int) -> Iterable[Finding]:
+    """Whether the model splits as the layout asks, before a job finds out on every rank: Megatron tensor
+    parallelism gives each rank whole query heads and an equal share of the MLP's columns, each pipeline stage at
+    least one layer (the reference script's own check, templates/training/tiny_lm.py layout_problems, says the same
+    at the job's start). KV heads split whole too, or, above their count, are replicated by NxD's GQA layers, which
+    the reference script does not do."""
+    kv = arch.kv_heads or arch.attention_heads
+    intermediate = arch.intermediate_size or 4 * arch.hidden_size
+    divisors = [d for d in range(1, arch.attention_heads + 1) if arch.attention_heads % d == 0 and kv % d == 0]
+    uneven = [
+        f"{name} {value}"
+        for name, value in (("attention_heads", arch.attention_heads), ("intermediate_size", intermediate))
+        if value % tp
+    ]
+    if uneven:
+        yield error(
+            "distribution.tensor_parallel",
+            f"TP={tp} cannot split the model: architecture {' and '.join(uneven)} must divide by it (each rank "
+            "holds whole heads and an equal share of the MLP)",
+            f"use a TP that divides them: {', '.join(str(d) for d in divisors if intermediate % d == 0)}",
+        )
+    elif kv % tp and tp % kv:
+        yield error(
+            "distribution.tensor_parallel",
+            f"TP={tp} cannot split architecture kv_heads {kv}: neither divides the other",
+            f"use a TP that divides {kv}, or a multiple of it",
+        )
+    elif kv % tp:
+        yield warning(
+            "distribution.tensor_parallel",
+            f"TP={tp} is above kv_heads {kv}: each rank needs KV heads replicated (NxD's GQA layers do it); the "
+            "reference training script splits whole KV heads and refuses this layout",
+            f"with the reference script, use TP ≤ {kv}",
+        )
+    if arch.layers < pp:
+        yield error(
+            "distribution.pipeline_parallel",
+            f"PP={pp} stages for {arch.layers} layers: each stage needs at least one",
+            f"use PP ≤ {arch.layers}",
+        )
 
 
 def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:

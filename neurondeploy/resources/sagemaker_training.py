@@ -74,11 +74,37 @@ _LAUNCH_KEYS = (
 )
 
 
+def architecture_hyperparameters(spec: TrainingSpec) -> dict[str, object]:
+    """The model the plan sized (``architecture``), as the reference script reads it, so the job trains that model:
+    its sizes, and the features it may not build (a dense MLP, experts, another head width, tied embeddings) for
+    it to refuse rather than train something else. Nothing without an architecture."""
+    arch = spec.architecture
+    if arch is None:
+        return {}
+    values: dict[str, object] = {
+        "layers": arch.layers,
+        "hidden_size": arch.hidden_size,
+        "heads": arch.attention_heads,
+        "kv_heads": arch.kv_heads or arch.attention_heads,
+        "intermediate_size": arch.intermediate_size or 4 * arch.hidden_size,  # the sizing's reading of empty
+        "vocab_size": arch.vocab_size,
+        "gated_mlp": arch.gated_mlp,
+    }
+    if arch.experts:
+        values["experts"] = arch.experts
+    if arch.head_dim:
+        values["head_dim"] = arch.head_dim
+    if arch.tied_embeddings:
+        values["tied_embeddings"] = True
+    return values
+
+
 def script_hyperparameters(spec: TrainingSpec) -> dict[str, object]:
-    """What the entry script reads, before encoding: the spec's hyperparameters, then the parallel layout and
-    precision the reference script reads (neurondeploy's, so the spec may not set them)."""
+    """What the entry script reads, before encoding: the spec's hyperparameters, then the model's architecture and
+    the parallel layout and precision the reference script reads (neurondeploy's, so the spec may not set them)."""
     dist = spec.distribution
     layout = {
+        **architecture_hyperparameters(spec),
         "tensor_parallel_size": dist.tensor_parallel,
         "pipeline_parallel_size": dist.pipeline_parallel,
         "zero1": dist.zero1,
@@ -90,7 +116,7 @@ def script_hyperparameters(spec: TrainingSpec) -> dict[str, object]:
     if clash:
         raise PlanError(
             f"hyperparameters {', '.join(clash)} are set by neurondeploy from the spec",
-            "remove them from hyperparameters; set distribution / checkpoint / entry_point instead",
+            "remove them from hyperparameters; set architecture / distribution / checkpoint / entry_point instead",
         )
     count = len(spec.hyperparameters) + len(_LAUNCH_KEYS) + len(layout)
     if count > HYPERPARAMETERS_MAX:

@@ -28,9 +28,10 @@ from pathlib import Path
 
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.planner.context import plan_context
+from neurondeploy.planner.sizing import parameter_count
 from neurondeploy.replay.training import container_launch, to_cmd_args
 from neurondeploy.resources.sagemaker_training import create_training_job_request, script_hyperparameters
-from neurondeploy.specs import LoadedSpec
+from neurondeploy.specs import LoadedSpec, TrainingSpec
 from neurondeploy.training.entry import source_directory, with_overrides
 
 HOST = "algo-1"  # SageMaker's name for the first (here: only) host
@@ -92,6 +93,7 @@ def local_hyperparameters(loaded: LoadedSpec, layout: LocalLayout) -> dict[str, 
     decoded = {
         key: value for key, value in script_hyperparameters(loaded.spec).items() if not key.startswith("sagemaker_")
     }
+    decoded |= local_model(loaded.spec, layout)[0]
     decoded["tensor_parallel_size"] = layout.tensor_parallel
     decoded["pipeline_parallel_size"] = layout.pipeline_parallel
     return decoded
@@ -115,6 +117,40 @@ def channel_dirs(loaded: LoadedSpec) -> dict[str, Path]:
     return channels
 
 
+# A model larger than this is scaled down for --local (a laptop's CPU trains a few steps of it in minutes).
+LOCAL_MAX_PARAMETERS = 50_000_000
+LOCAL_HEAD_DIM = 16  # the scaled model's head width
+
+
+def local_model(spec: TrainingSpec, layout: LocalLayout) -> tuple[dict[str, object], str | None]:
+    """The spec's architecture scaled down for this CPU when it is larger than ``LOCAL_MAX_PARAMETERS``: the same
+    kind of model (its query heads per KV head, MLP width per hidden unit, gating), split legally over the local
+    layout, on the byte corpus's vocabulary; and the line that says so. ({}, None): the spec's model as it is."""
+    arch = spec.architecture
+    if arch is None or parameter_count(arch) <= LOCAL_MAX_PARAMETERS:
+        return {}, None
+    kv = arch.kv_heads or arch.attention_heads
+    group = max(1, arch.attention_heads // kv)  # query heads per KV head
+    kv_local = layout.tensor_parallel  # one whole KV head per rank
+    hidden = kv_local * group * LOCAL_HEAD_DIM
+    width = (arch.intermediate_size or 4 * arch.hidden_size) / arch.hidden_size
+    intermediate = math.ceil(hidden * width / layout.tensor_parallel) * layout.tensor_parallel
+    model = {
+        "layers": max(2, layout.pipeline_parallel),
+        "hidden_size": hidden,
+        "heads": kv_local * group,
+        "kv_heads": kv_local,
+        "intermediate_size": intermediate,
+        "vocab_size": 256,
+    }
+    said = (
+        f"model scaled for this CPU: {model['layers']} layers × {hidden} (heads {model['heads']}, kv_heads {kv_local}, "
+        f"intermediate {intermediate}, vocabulary 256) instead of the spec's {arch.layers} × {arch.hidden_size} "
+        f"({parameter_count(arch) / 1e9:.1f}B parameters), which the job trains; validate checks its full layout"
+    )
+    return model, said
+
+
 LOCAL_S3 = "s3://neurondeploy-local"  # names what --local keeps in local directories, so the request can render
 ONE_HOST_ONLY = ("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE")  # EFA between hosts: nothing here
 
@@ -136,6 +172,7 @@ def local_job(loaded: LoadedSpec, layout: LocalLayout) -> dict:
     job = create_training_job_request(spec, ctx)
     job["HyperParameters"] = {
         **job["HyperParameters"],
+        **{key: json.dumps(value) for key, value in local_model(spec, layout)[0].items()},
         "tensor_parallel_size": json.dumps(layout.tensor_parallel),
         "pipeline_parallel_size": json.dumps(layout.pipeline_parallel),
     }
@@ -247,6 +284,9 @@ def run_local_training(
         f"{spec.name}: spec layout TP={dist.tensor_parallel} PP={dist.pipeline_parallel} on "
         f"{spec.instance_count} × {spec.instance_type}; locally {processes} processes: {layout.describe()} (gloo, CPU)"
     )
+    scaled = local_model(spec, layout)[1]
+    if scaled:
+        say(f"{spec.name}: {scaled}")
     say(f"work dir {work_dir} (checkpoints/ stands in for {spec.checkpoint.s3_uri or 'the checkpoint location'})")
     say("the command and environment are the training container's for the plan's CreateTrainingJob request")
     command = launch.command

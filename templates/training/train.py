@@ -1,4 +1,5 @@
-"""neurondeploy reference training script: a tiny causal LM, data/tensor/pipeline parallel, checkpoints, resume.
+"""neurondeploy reference training script: a Llama-style causal LM of the spec's architecture, data/tensor/pipeline
+parallel, checkpoints, resume.
 
 Start from it. It runs unchanged in three places:
 
@@ -79,10 +80,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--seed", type=int, default=0)
     add("--log_every", type=int, default=10)
     add("--keep_checkpoints", type=int, default=3)
+    # The model's sizes: neurondeploy passes the spec's architecture (its plan sized that model); these defaults
+    # are a small model for a laptop.
     add("--hidden_size", type=int, default=TinyLMConfig.hidden_size)
     add("--layers", type=int, default=TinyLMConfig.layers)
     add("--heads", type=int, default=TinyLMConfig.heads)
+    add("--kv_heads", type=int, default=TinyLMConfig.kv_heads)
     add("--intermediate_size", type=int, default=TinyLMConfig.intermediate_size)
+    add("--vocab_size", type=int, default=TinyLMConfig.vocab_size)
+    add("--gated_mlp", type=parse_bool, default=True, help="this script trains SwiGLU MLPs only")
+    add("--experts", type=int, default=1, help="this script trains dense models only")
+    add("--head_dim", type=int, default=0, help="0: hidden_size / heads, the only width this script builds")
+    add("--tied_embeddings", type=parse_bool, default=False, help="this script trains an untied head only")
     # Set by neurondeploy from the spec's distribution and checkpoint sections.
     add("--tensor_parallel_size", type=int, default=1)
     add("--pipeline_parallel_size", type=int, default=1)
@@ -91,6 +100,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--precision", choices=["fp32", "bf16-autocast", "bf16-stochastic-rounding"], default="fp32")
     add("--gradient_checkpointing", type=parse_bool, default=False)
     add("--checkpoint_every_steps", type=int, default=50)
+    add(
+        "--check_layout",
+        action="store_true",
+        help="check the model, layout and batch for $WORLD_SIZE processes (as the job's world), then exit",
+    )
     add(
         "--device",
         choices=["auto", "cpu", "xla"],
@@ -133,15 +147,35 @@ def neuron_device_present() -> bool:
     return importlib.util.find_spec("torch_xla") is not None and Path("/dev/neuron0").exists()
 
 
-def setup_runtime(args: argparse.Namespace) -> Runtime:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
+def microbatches(args: argparse.Namespace) -> int:
+    return int(os.environ.get("NEURONDEPLOY_MICROBATCHES", "1")) if args.pipeline_parallel_size > 1 else 1
+
+
+def check_job(args: argparse.Namespace, world: int) -> TinyLMConfig:
+    """Everything about the job that can be wrong before training starts, for ``world`` processes: the model this
+    script can build, its split over TP and PP, the processes over TP × PP, the batch over data-parallel ranks and
+    micro-batches. One line and exit 1 for the first that is wrong (``--check_layout`` runs only this)."""
+    config = model_config(args)
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+    config.check_layout(tp, pp)
     if world % (tp * pp):
         raise SystemExit(
             f"error: {world} processes cannot hold tensor_parallel_size {tp} × pipeline_parallel_size {pp}; "
             "the processes must be a multiple of TP × PP"
         )
+    dp, chunks = world // (tp * pp), microbatches(args)
+    if args.global_batch_size % dp or (args.global_batch_size // dp) % chunks:
+        raise SystemExit(
+            f"error: global_batch_size {args.global_batch_size} must split into {dp} data-parallel "
+            f"ranks × {chunks} micro-batches; change global_batch_size or microbatches"
+        )
+    return config
+
+
+def setup_runtime(args: argparse.Namespace) -> Runtime:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     dp = world // (tp * pp)
     xla = args.device == "xla" or (args.device == "auto" and neuron_device_present())
     if xla:
@@ -280,22 +314,33 @@ def global_batch(corpus: torch.Tensor, step: int, args: argparse.Namespace) -> t
 # --- model and optimizer -----------------------------------------------------------------------------------
 
 
-def build(args: argparse.Namespace, rt: Runtime):
-    config = TinyLMConfig(
+def model_config(args: argparse.Namespace) -> TinyLMConfig:
+    """The model the arguments describe, or the one line saying why this script cannot train it."""
+    refused = []
+    if not args.gated_mlp:
+        refused.append("gated_mlp false: this script trains Llama-style SwiGLU MLPs only")
+    if args.experts > 1:
+        refused.append(f"experts {args.experts}: this script trains dense models only")
+    if args.head_dim and args.head_dim * args.heads != args.hidden_size:
+        refused.append(f"head_dim {args.head_dim}: this script's heads are hidden_size / heads wide")
+    if args.tied_embeddings:
+        refused.append("tied_embeddings true: this script trains an untied head only")
+    if args.vocab_size < 256:
+        refused.append(f"vocab_size {args.vocab_size}: the corpus is bytes, ids up to 255")
+    if refused:
+        raise SystemExit("error: " + "; ".join(refused))
+    return TinyLMConfig(
+        vocab_size=args.vocab_size,
         hidden_size=args.hidden_size,
         layers=args.layers,
         heads=args.heads,
+        kv_heads=args.kv_heads,
         intermediate_size=args.intermediate_size,
         max_positions=max(256, args.sequence_length),
     )
-    config.check_layout(rt.tp, rt.pp)
-    local_batch = args.global_batch_size // rt.dp
-    microbatches = int(os.environ.get("NEURONDEPLOY_MICROBATCHES", "1")) if rt.pp > 1 else 1
-    if args.global_batch_size % rt.dp or local_batch % microbatches:
-        raise SystemExit(
-            f"error: global_batch_size {args.global_batch_size} must split into {rt.dp} data-parallel "
-            f"ranks × {microbatches} micro-batches; change global_batch_size or microbatches"
-        )
+
+
+def build(args: argparse.Namespace, config: TinyLMConfig, rt: Runtime):
     torch.manual_seed(args.seed)  # every rank builds the same full model, then keeps its part
     model = TinyLM(config)
     model.gradient_checkpointing = args.gradient_checkpointing
@@ -333,8 +378,8 @@ def build(args: argparse.Namespace, rt: Runtime):
 
         stage = PipelineStage(model, rt.pp_rank, rt.pp, rt.device, group=rt.group("pp"))
         schedule_class = ScheduleGPipe if args.pipeline_schedule == "gpipe" else Schedule1F1B
-        schedule = schedule_class(stage, n_microbatches=microbatches, loss_fn=causal_lm_loss)
-    return config, model, trained, optimizer, schedule
+        schedule = schedule_class(stage, n_microbatches=microbatches(args), loss_fn=causal_lm_loss)
+    return model, trained, optimizer, schedule
 
 
 def autocast(args: argparse.Namespace, rt: Runtime):
@@ -574,9 +619,19 @@ def main(argv: list[str] | None = None) -> int:
     # torch.distributed.checkpoint warns on every save without a process group; one process is a valid layout.
     warnings.filterwarnings("ignore", message="torch.distributed is disabled")
     args = parse_args(argv)
+    config = check_job(args, int(os.environ.get("WORLD_SIZE", "1")))
+    if args.check_layout:
+        with torch.device("meta"):  # shapes only: the flagship's 8B parameters are not allocated here
+            params = sum(p.numel() for p in TinyLM(config).parameters())
+        print(
+            f"layout ok: {params:,} parameters over {os.environ.get('WORLD_SIZE', '1')} processes, "
+            f"TP={args.tensor_parallel_size} PP={args.pipeline_parallel_size}",
+            flush=True,
+        )
+        return 0
     rt = setup_runtime(args)
     stop = StopFlag()
-    config, model, trained, optimizer, schedule = build(args, rt)
+    model, trained, optimizer, schedule = build(args, config, rt)
     corpus = load_corpus()
     start = 0
     latest = latest_checkpoint(checkpoint_root()) if os.environ.get("NEURONDEPLOY_RESUME", "1") == "1" else None
@@ -643,6 +698,9 @@ def main(argv: list[str] | None = None) -> int:
         if rt.is_logger:
             print(f"done: {step} steps; model in {os.environ.get('SM_MODEL_DIR', 'model')}", flush=True)
     if dist.is_initialized():
+        # every rank leaves together: one that tore its group down while the logger still wrote the final model
+        # ended in "terminate called without an active exception" (SIGABRT) once, under load
+        barrier(rt)
         dist.destroy_process_group()
     return 0
 

@@ -1,5 +1,5 @@
 """Train -> serve on this machine: `train templates/tiny-lm-train-local.yaml --local` saves a Hugging Face
-causal-LM directory, and `apply <an LLM spec pointing at it> --local` serves those very weights: their loss on
+causal-LM directory (a Llama), and `apply <an LLM spec pointing at it> --local` serves those very weights: their loss on
 the training text is the trained loss, not a random model's, and the endpoint's greedy answer is theirs."""
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def test_the_model_train_local_saved_is_served_with_its_trained_weights(tmp_path
         assert len(chat.stdout.encode()) >= 10 and "[length; 20 tokens" in chat.stderr
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
-        assert f"GPT2LMHeadModel from {model_dir}" in process.stderr.read()
+        assert f"LlamaForCausalLM from {model_dir}" in process.stderr.read()
     finally:
         if process.poll() is None:
             process.kill()

@@ -203,6 +203,11 @@ def test_template_creates_the_job_it_plans(spec_file, tmp_path, aws, sim, capsys
     assert hp["precision"] == '"bf16-autocast"' and hp["checkpoint_every_steps"] == "200"
     assert hp["sagemaker_program"] == '"train.py"' and hp["sagemaker_region"] == '"us-east-1"'
     assert hp["max_steps"] == "10000" and hp["learning_rate"] == "0.0003"
+    # the model the plan sized is the model the job builds (it was the script's default 4-head model, which died at
+    # TP 8 on every rank)
+    architecture = {"layers": 32, "hidden_size": 4096, "heads": 32, "kv_heads": 8, "intermediate_size": 14336}
+    assert {key: json.loads(hp[key]) for key in architecture} == architecture
+    assert json.loads(hp["vocab_size"]) == 128256 and json.loads(hp["gated_mlp"]) is True
     source = json.loads(hp["sagemaker_submit_directory"])
     assert source.startswith(f"s3://{BUCKET}/{NAME}/source/sourcedir-") and source.endswith(".tar.gz")
     assert job["CheckpointConfig"] == {

@@ -60,7 +60,9 @@ def test_tp_and_zero1_on_xla_give_the_single_process_losses_and_resume(
     assert len(made) == 2 and made[0]["tensor_model_parallel_size"] == distribution.get("tensor_parallel", 1)
     if "tensor_parallel" in distribution:
         layers = [c["call"] for c in nxd if c["rank"] == 0 and c["call"].endswith("ParallelLinear")]
-        assert layers.count("ColumnParallelLinear") == 4 * 4 and layers.count("RowParallelLinear") == 2 * 4
+        assert (
+            layers.count("ColumnParallelLinear") == 5 * 4 and layers.count("RowParallelLinear") == 2 * 4
+        )  # q k v gate up
         assert [c["groups"] for c in stand_ins("xla") if c["call"] == "reduce_gradients"][0] == [[0], [1]]
     else:
         assert sum(c["call"] == "zero1_step" for c in nxd) == 2 * 20

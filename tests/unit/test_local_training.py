@@ -151,3 +151,65 @@ def test_torchruns_own_reports_are_held_back_once_its_workers_stopped_but_the_wo
     ]
     assert [agent.shown(line) for line in lines] == [True, True, True, False, False, False, False]
     assert agent.worker_exit == 2
+
+
+def test_the_flagships_8b_model_is_scaled_for_this_cpu_and_said_and_a_small_one_is_not():
+    from neurondeploy.training.local import local_model
+
+    flagship = load_spec(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml").spec
+    layout = local_layout(8, 1, 2)
+    model, said = local_model(flagship, layout)
+    # the same kind of model: 4 query heads per KV head, 3.5 MLP units per hidden one, one KV head per TP rank
+    assert model == {
+        "layers": 2, "hidden_size": 128, "heads": 8, "kv_heads": 2, "intermediate_size": 448, "vocab_size": 256,
+    }  # fmt: skip
+    assert "instead of the spec's 32 × 4096 (8.0B parameters), which the job trains" in said
+    assert (
+        local_hyperparameters(load_spec(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml"), layout)[
+            "hidden_size"
+        ]
+        == 128
+    )
+    tiny = load_spec(REPO / "templates" / "tiny-lm-train-local.yaml").spec  # no architecture: the script's own
+    assert local_model(tiny, local_layout(1, 1, 2)) == ({}, None)
+
+
+def test_the_flagship_job_passes_the_scripts_own_check_at_its_full_world_and_heads_4_does_not(tmp_path):
+    """The reference script's --check_layout with the flagship's exact hyperparameters, as the training toolkit
+    passes them (to_cmd_args of the JSON-decoded values), at the job's world of 2 × 64 NeuronCores; then a copy
+    with 4 heads, refused by the script in one line and by validate before any job."""
+    from neurondeploy.resources.sagemaker_training import script_hyperparameters
+
+    loaded = load_spec(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml")
+    arguments = script_arguments(script_hyperparameters(loaded.spec))
+
+    def check(args: list[str]) -> subprocess.CompletedProcess:
+        script = REPO / "templates" / "training" / "train.py"
+        env = {"WORLD_SIZE": "128", "PATH": "/usr/bin:/bin"}
+        return subprocess.run(
+            [sys.executable, str(script), "--check_layout", *args], capture_output=True, text=True, env=env, timeout=120
+        )
+
+    passed = check(arguments)
+    assert passed.returncode == 0, passed.stderr
+    assert "layout ok: 8,030,261,248 parameters over 128 processes, TP=8 PP=1" in passed.stdout  # Llama-3.1-8B's
+    heads = arguments.index("--heads") + 1
+    refused = check([*arguments[:heads], "4", *arguments[heads + 1 :]])
+    assert refused.returncode == 1 and refused.stderr.strip().splitlines() == [
+        "error: heads 4 must divide by kv_heads 8; heads 4 must divide by tensor_parallel_size 8"
+    ]
+
+    text = loaded.path.read_text().replace("  attention_heads: 32\n", "  attention_heads: 4\n")
+    text = text.replace("  kv_heads: 8\n", "  kv_heads: 4\n")
+    (tmp_path / "training").mkdir()
+    (tmp_path / "pretrain.yaml").write_text(text)
+    validated = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "validate", str(tmp_path / "pretrain.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    errors = [line for line in validated.stderr.splitlines() if line.startswith("error:")]
+    assert validated.returncode == 2 and len(errors) == 1, validated.stderr
+    assert "distribution.tensor_parallel: TP=8 cannot split the model: architecture attention_heads 4" in errors[0]
+    assert "(fix: use a TP that divides them: 1, 2, 4)" in errors[0]
