@@ -379,8 +379,7 @@ def _model_split(arch: ModelArchitecture, tp: int, pp: int) -> Iterable[Finding]
     least one layer (the reference script's own check, templates/training/tiny_lm.py layout_problems, says the same
     at the job's start). KV heads split whole too, or, above their count, are replicated by NxD's GQA layers, which
     the reference script does not do."""
-    kv = arch.kv_heads or arch.attention_heads
-    intermediate = arch.intermediate_size or 4 * arch.hidden_size
+    kv, intermediate = arch.key_value_heads, arch.dense_intermediate_size
     divisors = [d for d in range(1, arch.attention_heads + 1) if arch.attention_heads % d == 0 and kv % d == 0]
     uneven = [
         f"{name} {value}"
@@ -650,9 +649,9 @@ ARCHITECTURE_FIELDS = {
     "layers": lambda a: a.layers,
     "hidden_size": lambda a: a.hidden_size,
     "attention_heads": lambda a: a.attention_heads,
-    "kv_heads": lambda a: a.kv_heads or a.attention_heads,
+    "kv_heads": lambda a: a.key_value_heads,
     "vocab_size": lambda a: a.vocab_size,
-    "intermediate_size": lambda a: a.intermediate_size or 4 * a.hidden_size,
+    "intermediate_size": lambda a: a.dense_intermediate_size,
 }
 
 

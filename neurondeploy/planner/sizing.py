@@ -184,7 +184,7 @@ def parameter_counts(arch: ModelArchitecture) -> ParameterCounts:
     d, head_dim = arch.hidden_size, arch.attention_head_dim
     attention = d * head_dim * (2 * arch.attention_heads + 2 * arch.key_value_heads)  # q and o; k and v
     matrices = 3 if arch.gated_mlp else 2
-    dense_width = arch.intermediate_size or 4 * d
+    dense_width = arch.dense_intermediate_size
     if arch.experts is None:
         mlp = active_mlp = arch.layers * matrices * d * dense_width
     else:
@@ -441,7 +441,7 @@ def size_options(
                     SizingOption(
                         instance.sagemaker_name if sagemaker else instance.name,
                         tp,
-                        1 if one_server else instance.neuron_cores // tp,
+                        1 if one_server else catalog.replicas_per_instance(instance.name, tp),
                         round(estimate.per_core_gib, 2),
                         instance.hbm_per_core_gib,
                         catalog.price_per_hour(instance, region=region, platform=platform),

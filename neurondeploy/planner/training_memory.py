@@ -61,9 +61,9 @@ def layer_activation_elements(arch: ModelArchitecture, tp: int, sequence: int, a
     q, kv = arch.attention_heads * head_dim, arch.key_value_heads * head_dim
     replicated = 4 * h  # inputs of the two norms, of the QKV and of the first MLP matmul
     if arch.experts is None:
-        width, routed = arch.intermediate_size or 4 * h, 1
+        width, routed = arch.dense_intermediate_size, 1
     else:
-        width = arch.expert_intermediate_size or arch.intermediate_size or 4 * h
+        width = arch.expert_intermediate_size or arch.dense_intermediate_size
         routed = arch.experts_per_token or arch.experts
     mlp = (4 if arch.gated_mlp else 2) * width * routed + (4 if arch.gated_mlp else 2) * (
         arch.shared_expert_intermediate_size if arch.experts else 0

@@ -85,8 +85,8 @@ def architecture_hyperparameters(spec: TrainingSpec) -> dict[str, object]:
         "layers": arch.layers,
         "hidden_size": arch.hidden_size,
         "heads": arch.attention_heads,
-        "kv_heads": arch.kv_heads or arch.attention_heads,
-        "intermediate_size": arch.intermediate_size or 4 * arch.hidden_size,  # the sizing's reading of empty
+        "kv_heads": arch.key_value_heads,
+        "intermediate_size": arch.dense_intermediate_size,
         "vocab_size": arch.vocab_size,
         "gated_mlp": arch.gated_mlp,
     }

@@ -138,6 +138,11 @@ class ModelArchitecture(StrictModel):
     def key_value_heads(self) -> int:
         return self.kv_heads or self.attention_heads
 
+    @property
+    def dense_intermediate_size(self) -> int:
+        """The dense MLP's width; empty intermediate_size reads as 4 × hidden_size."""
+        return self.intermediate_size or 4 * self.hidden_size
+
 
 class ModelSpec(StrictModel):
     """Where the model comes from. Exactly one of path, factory or hf_model_id."""

@@ -129,11 +129,10 @@ def local_model(spec: TrainingSpec, layout: LocalLayout) -> tuple[dict[str, obje
     arch = spec.architecture
     if arch is None or parameter_count(arch) <= LOCAL_MAX_PARAMETERS:
         return {}, None
-    kv = arch.kv_heads or arch.attention_heads
-    group = max(1, arch.attention_heads // kv)  # query heads per KV head
+    group = max(1, arch.attention_heads // arch.key_value_heads)  # query heads per KV head
     kv_local = layout.tensor_parallel  # one whole KV head per rank
     hidden = kv_local * group * LOCAL_HEAD_DIM
-    width = (arch.intermediate_size or 4 * arch.hidden_size) / arch.hidden_size
+    width = arch.dense_intermediate_size / arch.hidden_size
     intermediate = math.ceil(hidden * width / layout.tensor_parallel) * layout.tensor_parallel
     model = {
         "layers": max(2, layout.pipeline_parallel),
