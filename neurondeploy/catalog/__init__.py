@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from neurondeploy.catalog._data import minor, version_tuple
 from neurondeploy.catalog.containers import ContainerKind, container_kind, container_kinds, llm_container_kinds
-from neurondeploy.catalog.dlami import DEFAULT_DLAMI_PARAMETER, Dlami, dlami, dlamis
+from neurondeploy.catalog.dlami import DEFAULT_DLAMI_PARAMETER, Dlami, dlami, dlami_for, dlamis, dlamis_by_parameter
 from neurondeploy.catalog.dlc_releases import DLC_REPOSITORY, DlcRelease, dlc_releases
 from neurondeploy.catalog.hosts import (
     SAGEMAKER_INFERENCE_AMI,
@@ -78,7 +78,9 @@ __all__ = [
     "version_tuple",
     "Dlami",
     "dlami",
+    "dlami_for",
     "dlamis",
+    "dlamis_by_parameter",
     "DlcRelease",
     "dlc_releases",
     "VLLM_REPOSITORY",

@@ -20,6 +20,8 @@ class Dlami:
     venv: str
     python: str
     source: str
+    serves: tuple[str, ...] = ()  # the container kinds (data/containers.yaml) it runs on EC2
+    families: tuple[str, ...] = ()  # the instance families its docs list
     sdk_confirmed: bool = True
     python_confirmed: bool = True
 
@@ -33,6 +35,8 @@ def dlamis() -> tuple[Dlami, ...]:
             venv=row["venv"],
             python=row["python"],
             source=row["source"],
+            serves=tuple(row["serves"]),
+            families=tuple(row["families"]),
             sdk_confirmed=row.get("sdk_confirmed", True),
             python_confirmed=row.get("python_confirmed", True),
         )
@@ -40,9 +44,18 @@ def dlamis() -> tuple[Dlami, ...]:
     )
 
 
+def dlamis_by_parameter() -> dict[str, Dlami]:
+    return {d.parameter: d for d in dlamis()}
+
+
 def dlami(parameter: str) -> Dlami:
     """The DLAMI a public SSM parameter names."""
-    found = {d.parameter: d for d in dlamis()}
+    found = dlamis_by_parameter()
     if parameter not in found:
         raise unknown("Neuron DLAMI SSM parameter", parameter, found)
     return found[parameter]
+
+
+def dlami_for(container_kind: str) -> Dlami | None:
+    """The DLAMI an EC2 deployment of ``container_kind`` boots: the first row that serves it (None: no row does)."""
+    return next((d for d in dlamis() if container_kind in d.serves), None)

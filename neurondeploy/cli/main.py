@@ -22,7 +22,7 @@ def _image_options(parser) -> None:
     parser.add_argument(
         "--ami-ssm-parameter",
         metavar="NAME",
-        help="SSM parameter holding the Neuron DLAMI id (default: the public PyTorch 2.9 DLAMI)",
+        help="SSM parameter holding the Neuron DLAMI id (default: the public DLAMI that serves the container kind)",
     )
     parser.add_argument("--ami-id", metavar="AMI", help="pin the instance image instead of resolving the SSM parameter")
 

@@ -97,8 +97,9 @@ def check_artifact(loaded: LoadedSpec, artifact_dir: Path) -> str | None:
 
 
 def needs_toolkit(loaded: LoadedSpec) -> bool:
+    """Whether instances install this build: every EC2 deployment (our server, or an LLM server's launcher)."""
     spec = loaded.spec
-    return needs_artifact(loaded) and spec.deployment.platform == "ec2"
+    return isinstance(spec, InferenceSpec) and spec.deployment.platform == "ec2"
 
 
 def apply_spec(
@@ -187,7 +188,9 @@ def apply_spec(
                 f"({(ctx.toolkit_sha256 or '')[:16]}): the installed package changed while applying",
                 "run apply again",
             )
-        for uri in upload_toolkit(transport, ctx.artifact_s3_uri, wheel):
+        for uri in upload_toolkit(
+            transport, artifact_uri(spec, ctx), wheel
+        ):  # beside the artifact, or where it would be
             on_event(f"uploaded {uri}")
     executor = Executor(transport, state, parallel=parallel, on_event=on_event)
     with state.lock(spec.name, spec.region, spec.kind):  # re-entered by the executor

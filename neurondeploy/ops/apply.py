@@ -171,14 +171,12 @@ NO_EXPORT = (
 def precompiled_context(
     loaded: LoadedSpec, transport: AwsTransport, cache_s3: str | None, on_event: Callable[[str], None]
 ) -> dict:
-    """An LLM endpoint on SageMaker: the model `compile --remote` built, if the S3 cache has it, as the plan context
+    """An LLM endpoint (on SageMaker, or EC2 instances that lay it out as SageMaker does): the model `compile --remote` built, if the S3 cache has it, as the plan context
     that points the endpoint at it (and shrinks its startup budget to what loading needs). Without one, apply stops
     here, before anything is created, unless the spec chose to start without it: from the Hugging Face Neuron cache
     (``deployment.container.start_from_neuron_cache``) or by compiling at start (``compile_at_start``)."""
     spec = loaded.spec
     if spec.kind != "inference" or not spec.container.llm:
-        return {}
-    if spec.deployment.platform != "sagemaker":
         return {}
     cache_uri = cache_s3 or default_cache_uri(transport, loaded)
     key = llm_export(loaded, cache_uri).key

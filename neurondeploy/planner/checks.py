@@ -460,7 +460,7 @@ def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
         )
     if dep.platform == "sagemaker" and spec.container.wrapper == "required" and not dep.container.image_uri:
         yield from _wrapper_needed(spec)
-    if dep.platform == "sagemaker" and spec.container.compiles_at_start:
+    if spec.container.compiles_at_start:  # on EC2 too: its instances start the same server
         yield from _compile_at_start_advice(loaded)
     elif dep.platform == "sagemaker" and not spec.container.ours:
         yield from _precompile_advice(loaded)

@@ -7,11 +7,12 @@ import dataclasses
 import hashlib
 from collections.abc import Callable
 
+from neurondeploy import catalog
 from neurondeploy.archive import artifact_digest
 from neurondeploy.planner.checks import model_architecture
 from neurondeploy.planner.sizing import DTYPE_BYTES, parameter_count
-from neurondeploy.resources.model import DLAMI_SSM_PARAMETER, PlanContext
-from neurondeploy.resources.release import Piece, instance_piece, target_constraints
+from neurondeploy.resources.model import PlanContext
+from neurondeploy.resources.release import Piece, instance_dlami_parameter, instance_piece, target_constraints
 from neurondeploy.specs import LoadedSpec
 from neurondeploy.wheel import toolkit_identity
 
@@ -53,10 +54,15 @@ def toolkit_values(target: Piece | None) -> dict:
 
 def _inference_values(loaded: LoadedSpec, overrides: dict) -> dict:
     spec = loaded.spec
-    toolkit = {}
-    if spec.deployment.platform == "ec2" and "toolkit_sha256" not in overrides:
-        toolkit = toolkit_values(instance_piece(spec, overrides.get("ami_ssm_parameter", DLAMI_SSM_PARAMETER)))
-    return {**toolkit, **_model_values(loaded)}
+    if spec.deployment.platform != "ec2":
+        return _model_values(loaded)
+    # The DLAMI that serves the container kind, unless told which (apply --ami-ssm-parameter), and its venv.
+    parameter = overrides.get("ami_ssm_parameter") or instance_dlami_parameter(spec)
+    known = catalog.dlamis_by_parameter().get(parameter)
+    instances = {"ami_ssm_parameter": parameter, **({"neuron_venv": known.venv} if known else {})}
+    if "toolkit_sha256" not in overrides:
+        instances |= toolkit_values(instance_piece(spec, parameter))
+    return {**instances, **_model_values(loaded)}
 
 
 def _model_values(loaded: LoadedSpec) -> dict:

@@ -30,7 +30,6 @@ import re
 from dataclasses import dataclass
 
 from neurondeploy import catalog
-from neurondeploy.resources.compute import capacity
 from neurondeploy.specs import InferenceSpec, Spec, TrainingSpec
 
 EC2_SERVICE_CODE = "ec2"
@@ -71,7 +70,7 @@ def _ec2_need(spec: InferenceSpec, instance: catalog.InstanceType) -> QuotaNeed 
     if family_class not in EC2_ON_DEMAND_QUOTAS:
         return None
     code, name = EC2_ON_DEMAND_QUOTAS[family_class]
-    most = capacity(spec)[1]
+    most = spec.deployment.capacity[1]
     which = "the Auto Scaling group's maximum" if spec.deployment.autoscaling else "instance_count"
     return QuotaNeed(
         EC2_SERVICE_CODE,
@@ -102,7 +101,7 @@ def quota_needs(spec: Spec) -> list[QuotaNeed]:
     if spec.platform == "ec2":
         need = _ec2_need(spec, instance)
         return [need] if need else []
-    most = capacity(spec)[1]
+    most = spec.deployment.capacity[1]
     which = "the autoscaling maximum" if spec.deployment.autoscaling else "instance_count"
     return [
         QuotaNeed(

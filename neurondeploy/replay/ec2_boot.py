@@ -1,11 +1,11 @@
 """EC2 boot replay: the launch template's UserData run as cloud-init runs it (bash, once), in a sandbox root.
 
 Stand-ins, and only these: the host paths the script writes (``/opt``, ``/etc``, ``/var``) are moved under the sandbox
-root (the script's text is rewritten at those prefixes), ``systemctl`` is :mod:`systemctl_shim`, and the DLAMI's Neuron
-PyTorch venv is a fresh venv at the same (sandboxed) path that sees this machine's packages without neurondeploy (its
-torch stands in for the SDK's). Everything else is the script's own doing against S3 (moto in tests): the download,
-the sha256 checks, ``pip install`` of the uploaded wheel, the artifact, the unit; then the unit's server must answer
-``/ping`` as the target group's health check asks.
+root (the script's text is rewritten at those prefixes), ``systemctl`` is :mod:`systemctl_shim`, and the DLAMI's venv
+is a fresh venv at the same (sandboxed) path that sees this machine's packages without neurondeploy (its torch stands
+in for the SDK's; a stand-in vLLM can be put ahead of them for the vLLM DLAMI). Everything else is the script's own
+doing against S3 (moto in tests): the download, the sha256 checks, ``pip install`` of the uploaded wheel, the artifact
+or model, the unit; then the unit's server must answer ``/ping`` as the target group's health check asks.
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ def user_data_of(launch_template_data: dict) -> str:
     return base64.b64decode(launch_template_data["UserData"]).decode()
 
 
-def dlami_venv_standin(root: Path, venv: str = DLAMI_NEURON_VENV) -> Path:
-    """The DLAMI's Neuron PyTorch venv: at its (sandboxed) path, seeing this machine's packages minus neurondeploy."""
-    return python_standin(host_path(root, venv), root)
+def dlami_venv_standin(root: Path, venv: str = DLAMI_NEURON_VENV, ahead: Path | None = None) -> Path:
+    """The DLAMI's venv: at its (sandboxed) path, seeing this machine's packages minus neurondeploy, behind
+    ``ahead`` (a stand-in of what the DLAMI has and this machine lacks: vLLM)."""
+    return python_standin(host_path(root, venv), root, ahead)
 
 
 @dataclass
@@ -109,13 +110,16 @@ def replay_boot(
     *,
     boot_timeout_s: float = 900,
     health_timeout_s: float = 600,
+    venv: str = DLAMI_NEURON_VENV,
+    venv_ahead: Path | None = None,
 ) -> BootReplay:
-    """Run the UserData of ``launch_template_data`` (as sent in CreateLaunchTemplate) in ``root``, then hold the
-    unit's server to ``health_timeout_s`` for /ping. The caller stops it (``.stop()``)."""
+    """Run the UserData of ``launch_template_data`` (as sent in CreateLaunchTemplate) in ``root``, on the DLAMI
+    whose venv is ``venv`` (:func:`dlami_venv_standin`), then hold the unit's server to ``health_timeout_s`` for
+    /ping. The caller stops it (``.stop()``)."""
     root = Path(root).resolve()
     for directory in HOST_DIRS:  # what any Ubuntu host has before cloud-init runs
         host_path(root, directory).mkdir(parents=True, exist_ok=True)
-    venv = dlami_venv_standin(root)
+    venv_dir = dlami_venv_standin(root, venv, venv_ahead)
     shim_bin = root / ".replay" / "bin"
     shim_bin.mkdir(parents=True, exist_ok=True)
     shim = shim_bin / "systemctl"
@@ -148,7 +152,8 @@ def replay_boot(
         server.stop()
         raise
     notes = [
-        "host paths under the sandbox root; systemctl is the replay's shim; the DLAMI venv is a stand-in",
+        "host paths under the sandbox root; systemctl is the replay's shim; the DLAMI venv is a stand-in"
+        + (f" with {venv_ahead} ahead" if venv_ahead else ""),
         "the Neuron runtime is a CPU stand-in (" + env[CPU_STANDIN_ENV] + ")",
     ]
-    return BootReplay(root, venv, url, server, boot.stdout + boot.stderr, ping_s, notes)
+    return BootReplay(root, venv_dir, url, server, boot.stdout + boot.stderr, ping_s, notes)

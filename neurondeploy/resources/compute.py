@@ -12,6 +12,7 @@ import base64
 import json
 import re
 import shlex
+from dataclasses import dataclass
 
 from neurondeploy.catalog import replicas_per_instance
 from neurondeploy.errors import PlanError
@@ -26,8 +27,10 @@ from neurondeploy.resources.naming import (
     tag_list,
     toolkit_prefix,
 )
+from neurondeploy.resources.precompiled import MODEL_DIR, precompiled_env, uses_precompiled
 from neurondeploy.resources.refs import find_refs, ref
 from neurondeploy.resources.retag import autoscaling_group_retag, ec2_retag
+from neurondeploy.resources.sagemaker_endpoint import model_environment
 from neurondeploy.specs import InferenceSpec
 from neurondeploy.specs.inference import SERVING_ENV, serving_env_value
 from neurondeploy.specs.screening import control_character_problem
@@ -94,14 +97,14 @@ def environment_file(env: dict[str, str]) -> str:
 
 
 def user_data_script(spec: InferenceSpec, artifact_s3_uri: str, ctx: PlanContext) -> str:
-    """Boot script: fetch the exact neurondeploy build (wheel and constraints, sha256 checked) and the artifact from
-    the deployment's bucket with the instance role, install the wheel into the DLAMI's Neuron PyTorch venv, run
-    ``neurondeploy serve`` on the artifact under systemd (restarted on failure, started on every boot).
+    """Boot script: fetch the exact neurondeploy build (wheel and constraints, sha256 checked) and what the server
+    loads from the deployment's bucket with the instance role, install into the DLAMI's venv, run the server under
+    systemd (restarted on failure, started on every boot): :func:`our_server_boot` or :func:`llm_server_boot`.
 
-    It carries only what boot needs: the artifact (its URI names its sha256, so a new artifact is a new launch
-    template version and rolls the fleet), the toolkit build (likewise), the serving section (as the container
-    contract's $NEURONDEPLOY_SERVING), the replica count, the port and the container env. Capacity, network, load
-    balancer, DNS and tags are not in it: changing them touches only the resources they belong to."""
+    It carries only what boot needs: what the server loads (an artifact's URI names its sha256, so a new artifact is
+    a new launch template version and rolls the fleet), the toolkit build (likewise), the server's settings and the
+    container env. Capacity, network, load balancer, DNS and tags are not in it: changing them touches only the
+    resources they belong to."""
     unresolvable = find_refs(artifact_s3_uri) - {("account", "Account")}
     if unresolvable:
         raise PlanError(
@@ -113,68 +116,64 @@ def user_data_script(spec: InferenceSpec, artifact_s3_uri: str, ctx: PlanContext
             "the neurondeploy wheel instances install is not known (PlanContext.toolkit_sha256)",
             "build the context with neurondeploy.planner.context.plan_context",
         )
-    venv = ctx.neuron_venv
-    bucket, key = split_s3(artifact_s3_uri)
+    boot = our_server_boot(spec, artifact_s3_uri, ctx) if spec.container.ours else llm_server_boot(spec, ctx)
     _, toolkit = split_s3(toolkit_prefix(artifact_s3_uri, ctx.toolkit_sha256))
-    downloads = [
-        (key, f"{APP_DIR}/artifact.tar.gz", None),
-        (toolkit + ctx.toolkit_wheel, f"{APP_DIR}/wheel/{ctx.toolkit_wheel}", ctx.toolkit_sha256),
-        (toolkit + CONSTRAINTS_FILE, f"{APP_DIR}/wheel/{CONSTRAINTS_FILE}", ctx.toolkit_constraints_sha256),
-    ]
-    env = {SERVING_ENV: serving_env_value(spec.serving), **spec.deployment.container.runtime_env()}
+    bucket = split_s3(artifact_s3_uri)[0]
+    objects = [(bucket, toolkit + ctx.toolkit_wheel, f"{APP_DIR}/wheel/{ctx.toolkit_wheel}", ctx.toolkit_sha256)]
+    objects += [(bucket, key, path, None) for key, path in boot.artifacts]
     # Base64 is the one form of spec data the script holds: no value can end a heredoc, add a unit directive or a
     # command, whatever it contains.
-    env_file = base64.b64encode(environment_file(env).encode()).decode()
-    serve = shlex.join(
-        [
-            f"{venv}/bin/neurondeploy",
-            "serve",
-            f"{APP_DIR}/artifact",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(spec.serving.port),
-            "--replicas",
-            str(replicas_per_instance(spec.deployment.instance_type, spec.deployment.tensor_parallel)),
-        ]
-    )
-    pip = shlex.quote(f"{venv}/bin/pip")
-    python = shlex.quote(f"{venv}/bin/python")
+    env_file = base64.b64encode(environment_file(boot.env).encode()).decode()
+    python = shlex.quote(f"{ctx.neuron_venv}/bin/python")
+    unit_env = "".join(f'Environment="{key}={value}"\n' for key, value in boot.unit_env.items())
     return f"""#!/bin/bash
 # neurondeploy {spec.name}: serving instance bootstrap (cloud-init runs it once, as root)
 set -euo pipefail
 exec > >(tee -a /var/log/neurondeploy-bootstrap.log) 2>&1
-mkdir -p {APP_DIR}/artifact {APP_DIR}/wheel
-{python} -c 'import boto3' 2>/dev/null || {pip} install --no-cache-dir {shlex.quote(ctx.toolkit_boto3)}
+mkdir -p {APP_DIR}/wheel
+{python} -c 'import boto3' 2>/dev/null || {shlex.quote(f"{ctx.neuron_venv}/bin/pip")} install --no-cache-dir {shlex.quote(ctx.toolkit_boto3)}
 {python} - <<'PY'
 import hashlib
+import os
 import boto3
-region, bucket = {json.dumps(spec.region)}, {json.dumps(bucket)}
-if {json.dumps(ACCOUNT_REF)} in bucket:  # the shared bucket's name holds the account id: read it here
-    account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
-    bucket = bucket.replace({json.dumps(ACCOUNT_REF)}, account)
+region = {json.dumps(spec.region)}
+account = None
+def resolved(bucket):  # the shared bucket's name holds the account id: read it here
+    global account
+    if {json.dumps(ACCOUNT_REF)} not in bucket:
+        return bucket
+    account = account or boto3.client("sts", region_name=region).get_caller_identity()["Account"]
+    return bucket.replace({json.dumps(ACCOUNT_REF)}, account)
 s3 = boto3.client("s3", region_name=region)
-for key, path, sha256 in {downloads!r}:
-    s3.download_file(bucket, key, path)
+for bucket, key, path, sha256 in {objects!r}:
+    s3.download_file(resolved(bucket), key, path)
     if sha256:  # the exact build apply uploaded, or nothing
         with open(path, "rb") as handle:
             got = hashlib.sha256(handle.read()).hexdigest()
         if got != sha256:
             raise SystemExit(f"{{key}}: sha256 {{got}}, expected {{sha256}}: refusing to install it")
+for bucket, prefix, directory in {boot.prefixes!r}:  # a directory compile --remote stored, file by file
+    os.makedirs(directory, exist_ok=True)
+    directory = os.path.realpath(directory)
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=resolved(bucket), Prefix=prefix):
+        for item in page.get("Contents", []):
+            path = os.path.realpath(os.path.join(directory, item["Key"][len(prefix):]))
+            if item["Key"].endswith("/") or os.path.commonpath([directory, path]) != directory:
+                continue
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            s3.download_file(resolved(bucket), item["Key"], path)
 PY
-{pip} install --no-cache-dir -c {APP_DIR}/wheel/{CONSTRAINTS_FILE} {APP_DIR}/wheel/{shlex.quote(ctx.toolkit_wheel)}
-tar -xzf {APP_DIR}/artifact.tar.gz -C {APP_DIR}/artifact
-rm -f {APP_DIR}/artifact.tar.gz
+{boot.install}
 (umask 077 && printf %s '{env_file}' | base64 --decode > {ENV_FILE})
 cat > /etc/systemd/system/neurondeploy.service <<'UNIT'
 [Unit]
-Description=neurondeploy model server ({spec.name})
+Description={boot.description} ({spec.name})
 After=network-online.target
 Wants=network-online.target
 
 [Service]
 EnvironmentFile={ENV_FILE}
-ExecStart={serve}
+{unit_env}ExecStart={boot.exec_start}
 Restart=on-failure
 RestartSec=5
 # Bucketed models open many files (torch_neuronx.bucket_model_trace docs: ulimit -n 65535).
@@ -188,6 +187,91 @@ UNIT
 systemctl daemon-reload
 systemctl enable --now neurondeploy.service
 """
+
+
+@dataclass(frozen=True)
+class ServerBoot:
+    """What a serving instance's boot script does for its server, beside fetching the toolkit's wheel."""
+
+    description: str
+    artifacts: list[tuple[str, str]]  # (key in the deployment's bucket, path): objects to fetch
+    prefixes: list[tuple[str, str, str]]  # (bucket, key prefix, directory): S3 directories to fetch
+    install: str  # shell lines, after the downloads
+    env: dict[str, str]  # the service's EnvironmentFile: spec values
+    unit_env: dict[str, str]  # the unit's Environment= lines: this module's paths only, never a spec value
+    exec_start: str
+
+
+def our_server_boot(spec: InferenceSpec, artifact_s3_uri: str, ctx: PlanContext) -> ServerBoot:
+    """``neurondeploy serve`` on the compiled artifact, the wheel installed with its constraints for the venv."""
+    _, key = split_s3(artifact_s3_uri)
+    _, toolkit = split_s3(toolkit_prefix(artifact_s3_uri, ctx.toolkit_sha256))
+    venv = ctx.neuron_venv
+    serve = shlex.join(
+        [
+            f"{venv}/bin/neurondeploy",
+            "serve",
+            f"{APP_DIR}/artifact",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(spec.serving.port),
+            "--replicas",
+            str(replicas_per_instance(spec.deployment.instance_type, spec.deployment.tensor_parallel)),
+        ]
+    )
+    wheel, constraints = f"{APP_DIR}/wheel/{shlex.quote(ctx.toolkit_wheel)}", f"{APP_DIR}/wheel/{CONSTRAINTS_FILE}"
+    install = f"""{shlex.quote(f"{venv}/bin/pip")} install --no-cache-dir -c {constraints} {wheel}
+mkdir -p {APP_DIR}/artifact
+tar -xzf {APP_DIR}/artifact.tar.gz -C {APP_DIR}/artifact
+rm -f {APP_DIR}/artifact.tar.gz"""
+    return ServerBoot(
+        "neurondeploy model server",
+        [(key, f"{APP_DIR}/artifact.tar.gz"), (toolkit + CONSTRAINTS_FILE, constraints)],
+        [],
+        install,
+        {SERVING_ENV: serving_env_value(spec.serving), **spec.deployment.container.runtime_env()},
+        {},
+        serve,
+    )
+
+
+# What the vLLM Neuron wrapper adds to its image, beside neurondeploy without its dependencies: the secret
+# resolver's imports (infra/hf-secrets/Dockerfile's RUN line; the DLAMI's venv keeps its own torch and vLLM).
+WRAPPER_REQUIREMENTS = ("boto3>=1.35", "pydantic>=2.7,<3", "PyYAML>=6")
+
+
+def llm_server_boot(spec: InferenceSpec, ctx: PlanContext) -> ServerBoot:
+    """An LLM container kind's server as its image would run it (data/containers.yaml's wrapper_entrypoint), in the
+    venv of the DLAMI that serves the kind (data/dlami.yaml), with the SageMaker model's environment: the model
+    compile --remote built, fetched to /opt/ml/model as SageMaker lays it out, or the Hub id. neurondeploy goes in
+    as the wrapper image puts it (no dependencies: the venv's vLLM, torch and transformers stay as the DLAMI ships
+    them); the secret resolver reads the Hub token through the instance role, as the wrapper's entrypoint does."""
+    kind = spec.container
+    venv = ctx.neuron_venv
+    env = model_environment(spec, ctx)
+    paths = precompiled_env(spec) if uses_precompiled(spec, ctx) else {}
+    prefixes = []
+    if paths:
+        bucket, prefix = split_s3(ctx.precompiled_model_uri.rstrip("/") + "/")
+        prefixes.append((bucket, prefix, MODEL_DIR))
+    pip = shlex.quote(f"{venv}/bin/pip")
+    install = (
+        f"{pip} install --no-cache-dir --no-deps {APP_DIR}/wheel/{shlex.quote(ctx.toolkit_wheel)}\n"
+        f"{pip} install --no-cache-dir {shlex.join(WRAPPER_REQUIREMENTS)}"
+    )
+    python = f"{venv}/bin/python"
+    launcher = shlex.split(kind.wrapper_entrypoint.replace("python3", python, 1))
+    command = [python, "-m", "neurondeploy.aws.secrets", "--", *launcher, "--port", str(spec.serving.port)]
+    return ServerBoot(
+        f"{kind.name} server",
+        [],
+        prefixes,
+        install,
+        {key: value for key, value in env.items() if key not in paths},
+        paths,
+        shlex.join(command),
+    )
 
 
 def launch_template_resource(spec: InferenceSpec, ctx: PlanContext, artifact_s3_uri: str) -> Resource:
@@ -271,14 +355,6 @@ def boot_digest(template: Resource) -> str:
     return requests_hash(template.create)[:16]
 
 
-def capacity(spec: InferenceSpec) -> tuple[int, int, int]:
-    """(min, max, desired) from instance_count and autoscaling."""
-    count, scaling = spec.deployment.instance_count, spec.deployment.autoscaling
-    if not scaling:
-        return count, count, count
-    return scaling.min_instances, scaling.max_instances, min(max(count, scaling.min_instances), scaling.max_instances)
-
-
 def autoscaling_group_resource(
     spec: InferenceSpec, subnet_ids: list[str], *, after: list[str], boot: str = ""
 ) -> Resource:
@@ -286,7 +362,7 @@ def autoscaling_group_resource(
     of the group, updated in place: the new template version, then an instance refresh that keeps every
     instance serving until its replacement is healthy (MinHealthyPercentage 100)."""
     name = aws_name(spec, "asg", 255)
-    low, high, desired = capacity(spec)
+    low, high, desired = spec.deployment.capacity
     deployment = spec.deployment
     grace = startup_grace_s(spec)
     tags = [

@@ -24,8 +24,8 @@ from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec
 
 def ec2_inference_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resource]:
     """VPC (unless given), ALB + target group + listeners, optional certificate and DNS, instance role,
-    launch template and Auto Scaling group running ``neurondeploy serve``."""
-    deployment = spec.deployment  # the spec refuses the HF LLM containers on ec2
+    launch template and Auto Scaling group running ``neurondeploy serve`` or an LLM container kind's server."""
+    deployment = spec.deployment  # the spec refuses the kinds whose platforms lack ec2
     network = network_resources(spec, ctx, deployment.instance_type)
     certificate = certificate_arn(spec)
     resources = [

@@ -24,6 +24,7 @@ from neurondeploy.resources.naming import (
     split_s3,
     tag_list,
 )
+from neurondeploy.resources.precompiled import uses_precompiled, without_hub_token
 from neurondeploy.resources.refs import ref
 from neurondeploy.resources.retag import iam_instance_profile_retag, iam_role_retag
 from neurondeploy.specs import Spec
@@ -101,7 +102,9 @@ def instance_role_resources(spec: Spec, ctx: PlanContext, artifact_s3_uri: str) 
                 "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
                 "Resource": [log_group, f"{log_group}:*"],
             },
-            *secret_read_statements(spec),
+            # An LLM server over the model compile --remote built reads it, and no Hub token (as on SageMaker).
+            *(s3_statements(region, read=[ctx.precompiled_model_uri]) if uses_precompiled(spec, ctx) else []),
+            *secret_read_statements(without_hub_token(spec) if uses_precompiled(spec, ctx) else spec),
         ]
         service = "ec2.amazonaws.com.cn" if partition(region) == "aws-cn" else "ec2.amazonaws.com"
         resources.append(

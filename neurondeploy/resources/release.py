@@ -81,10 +81,11 @@ def wrapper_base(spec: InferenceSpec) -> str | None:
     kind = spec.container
     if kind.ours:
         return None
-    needs = _needs(spec, catalog.DEFAULT_DLAMI_PARAMETER)
+    needs = _needs(spec, instance_dlami_parameter(spec))
     if needs.hf_purpose is None:
         return None
-    piece = _release_for(spec, replace(needs, wrapper=needs.wrapper or "the wrapper")).piece("serving image")
+    release = _release_for(spec, replace(needs, wrapper=needs.wrapper or "the wrapper"))
+    piece = release.piece("serving image") or release.piece("compile job image")
     if piece is None or piece.base is None:
         return None
     registry = catalog.public_registry(kind.image_purpose)
@@ -134,11 +135,12 @@ def _needs(spec: Spec, dlami_parameter: str) -> _Needs:
         if not with_sdk:
             return _Needs(path)
         family = catalog.get_instance(spec.deployment.instance_type).family
-        return _Needs(path, hf_purpose=purpose, host=host, wrapper=image_uri, family=family)
+        # On EC2 the kind's DLAMI serves and the image runs only compile --remote's job (a SageMaker job).
+        dlami = catalog.dlamis_by_parameter().get(dlami_parameter) if platform == "ec2" else None
+        return _Needs(path, hf_purpose=purpose, host=host, wrapper=image_uri, family=family, dlami=dlami)
     if platform == "ec2":
-        known = {d.parameter: d for d in catalog.dlamis()}
         # A parameter the catalogue does not know (apply --ami-ssm-parameter): its SDK is the operator's to match.
-        return _Needs(path, dlami=known.get(dlami_parameter), compile_dlc=True)
+        return _Needs(path, dlami=catalog.dlamis_by_parameter().get(dlami_parameter), compile_dlc=True)
     return _Needs(path, serving_dlc=True, compile_dlc=True, host=host)
 
 
@@ -185,6 +187,7 @@ def _pieces(needs: _Needs, version: str) -> tuple[list[Piece], list[str]]:
         elif wanted:
             missing.append(f"no {repository} image")
     if needs.hf_purpose is not None:
+        image_role = "compile job image" if needs.dlami is not None else "serving image"
         tags = [tag for tag in catalog.known_tags(needs.hf_purpose) if tag.sdk == version]
         served = [tag for tag in tags if needs.family is None or tag.serves(needs.family)]
         if served:
@@ -193,17 +196,19 @@ def _pieces(needs: _Needs, version: str) -> tuple[list[Piece], list[str]]:
             name, source, base = served[-1].tag, served[-1].source, None
             if needs.wrapper:
                 name, source, base = needs.wrapper, f"built FROM {name} as {WRAPPER_BUILD} builds it; {source}", name
-            pieces.append(Piece("serving image", name, version, version_of_python, source, base=base))
+            pieces.append(Piece(image_role, name, version, version_of_python, source, base=base))
         elif tags:
             missing.append(f"its {tags_repository(needs.hf_purpose)} images do not list {needs.family} instances")
         else:
             missing.append(f"no {tags_repository(needs.hf_purpose)} image")
     if needs.dlami is not None:
-        if catalog.minor(needs.dlami.sdk) == catalog.minor(version):
-            dlami = needs.dlami
-            pieces.append(Piece("instance DLAMI", dlami.parameter, dlami.sdk, dlami.python, dlami.source))
+        dlami = needs.dlami
+        if catalog.minor(dlami.sdk) != catalog.minor(version):
+            missing.append(f"the DLAMI of {dlami.parameter} is Neuron SDK {dlami.sdk}")
+        elif needs.family is not None and needs.family not in dlami.families:
+            missing.append(f"{dlami.ami_name} does not list {needs.family} instances")
         else:
-            missing.append(f"the DLAMI of {needs.dlami.parameter} is Neuron SDK {needs.dlami.sdk}")
+            pieces.append(Piece("instance DLAMI", dlami.parameter, dlami.sdk, dlami.python, dlami.source))
     refusal = _path_refusal(needs.path, version)
     if refusal:
         missing.append(refusal)
@@ -252,10 +257,18 @@ def _candidates(needs: _Needs) -> list[str]:
     return sorted(versions, key=catalog.version_tuple)
 
 
-def deployment_release(spec: Spec, dlami_parameter: str = catalog.DEFAULT_DLAMI_PARAMETER) -> DeploymentRelease:
-    """The one release ``spec`` runs (module doc). Raises :class:`CatalogError` (one line, with the fix) when the
-    pin lacks a piece or no release has them all."""
-    return _release_for(spec, _needs(spec, dlami_parameter))
+def deployment_release(spec: Spec, dlami_parameter: str | None = None) -> DeploymentRelease:
+    """The one release ``spec`` runs (module doc), its EC2 instances booting ``dlami_parameter`` (None: the
+    kind's, :func:`instance_dlami_parameter`). Raises :class:`CatalogError` (one line, with the fix) when the pin
+    lacks a piece or no release has them all."""
+    return _release_for(spec, _needs(spec, dlami_parameter or instance_dlami_parameter(spec)))
+
+
+def instance_dlami_parameter(spec: Spec) -> str:
+    """The SSM parameter of the DLAMI an EC2 deployment of ``spec`` boots unless told otherwise: the first
+    catalogued DLAMI that serves its container kind (data/dlami.yaml), else the default."""
+    serving = catalog.dlami_for(spec.container.name) if isinstance(spec, InferenceSpec) else None
+    return serving.parameter if serving else catalog.DEFAULT_DLAMI_PARAMETER
 
 
 def _release_for(spec: Spec, needs: _Needs) -> DeploymentRelease:

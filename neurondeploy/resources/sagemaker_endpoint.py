@@ -13,7 +13,6 @@ from typing import Any
 
 from neurondeploy import catalog
 from neurondeploy.errors import NeurondeployError, PlanError
-from neurondeploy.resources.compute import capacity
 from neurondeploy.resources.iam import (
     ecr_pull_statements,
     s3_statements,
@@ -253,7 +252,7 @@ def create_endpoint_config_request(spec: InferenceSpec, ctx: PlanContext) -> dic
         "VariantName": VARIANT,
         "ModelName": create_model_request(spec, ctx)["ModelName"],
         "InstanceType": "ml." + deployment.instance_type,
-        "InitialInstanceCount": capacity(spec)[2],
+        "InitialInstanceCount": spec.deployment.capacity[2],
         "InitialVariantWeight": 1.0,
         "ContainerStartupHealthCheckTimeoutInSeconds": startup_budget_s(spec, ctx),
         "ModelDataDownloadTimeoutInSeconds": deployment.model_download_timeout_s,

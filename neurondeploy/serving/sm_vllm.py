@@ -1,6 +1,7 @@
 """The vLLM Neuron wrapper's launcher: SageMaker runs ``docker run IMAGE serve``; the wrapper (infra/hf-secrets/Dockerfile
 with this module as its entrypoint) resolves secret references, then runs this, which starts vLLM's OpenAI server on
-8080 with one ``--<name> value`` per ``SM_VLLM_<NAME>=value`` of its environment (an empty value: the flag alone).
+8080 with one ``--<name> value`` per ``SM_VLLM_<NAME>=value`` of its environment (an empty value: the flag alone). An EC2
+instance's unit runs it the same way in the vLLM DLAMI's venv, on the spec's port.
 
 That is the SageMaker convention of AWS's vLLM DLC (aws/deep-learning-containers
 vllm/build_artifacts/sagemaker_entrypoint.sh) and of vLLM's example (vllm-project/vllm
@@ -22,9 +23,9 @@ SERVER = ("-m", "vllm.entrypoints.openai.api_server")
 FIXED = ("SM_VLLM_PORT", "SM_VLLM_HOST")
 
 
-def vllm_arguments(environ: Mapping[str, str]) -> list[str]:
+def vllm_arguments(environ: Mapping[str, str], port: str = PORT) -> list[str]:
     """vLLM's OpenAI server arguments for this environment, names in sorted order."""
-    arguments = ["--port", PORT]
+    arguments = ["--port", port]
     for key in sorted(environ):
         if not key.startswith(PREFIX) or key == PREFIX or key in FIXED:
             continue
@@ -34,14 +35,19 @@ def vllm_arguments(environ: Mapping[str, str]) -> list[str]:
     return arguments
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    """``--port N``: where an EC2 instance's unit serves (resources/compute.py); SageMaker's own argument
+    ("serve") is the contract's, not vLLM's, and is not passed on."""
+    port = argv[argv.index("--port") + 1] if "--port" in argv[:-1] else PORT
     for key in FIXED:
         if key in os.environ:
-            print(f"sm_vllm: {key} left out: the server listens on {PORT}, as SageMaker requires", file=sys.stderr)
-    command = [sys.executable, *SERVER, *vllm_arguments(os.environ)]
+            print(
+                f"sm_vllm: {key} left out: the server listens on {port}, as its unit or SageMaker says", file=sys.stderr
+            )
+    command = [sys.executable, *SERVER, *vllm_arguments(os.environ, port)]
     print(f"sm_vllm: {' '.join(command)}", file=sys.stderr, flush=True)
     os.execv(sys.executable, command)
 
 
 if __name__ == "__main__":
-    main()  # SageMaker's argument ("serve") is the contract's, not vLLM's: it is not passed on
+    main(sys.argv[1:])

@@ -634,6 +634,18 @@ class DeploymentSpec(StrictModel):
     def _strip_ml(cls, value: str) -> str:
         return strip_ml_prefix(value)
 
+    @property
+    def capacity(self) -> tuple[int, int, int]:
+        """(min, max, desired) instances from instance_count and autoscaling."""
+        count, scaling = self.instance_count, self.autoscaling
+        if not scaling:
+            return count, count, count
+        return (
+            scaling.min_instances,
+            scaling.max_instances,
+            min(max(count, scaling.min_instances), scaling.max_instances),
+        )
+
 
 LLM_TASK = "text-generation"
 DEFAULT_LLM_CONTAINER = "vllm-neuron"  # what a text-generation spec runs when it names no container
@@ -808,6 +820,12 @@ class InferenceSpec(SpecBase):
                 "deployment.container.kind",
                 f"container {container} runs on {' and '.join(PLATFORM_NAMES[p] for p in kind.platforms)} only; "
                 f"use platform {kind.platforms[0]}, or container kind {' or '.join(hosts)} on {platform}",
+            )
+        if self.deployment.platform == "ec2" and not kind.ours and self.model.source_kind != "hf-hub-id":
+            raise FieldIssue(
+                "model",
+                f"on EC2, container {container} serves model.hf_model_id (from the model compile --remote built, "
+                "or compiled at start); use platform sagemaker for a model directory, an S3 URI or a training job",
             )
         if self.deployment.platform == "ec2":
             network = self.network

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -253,43 +254,36 @@ def _prefill_hub_cache(hf_home: Path, model_id: str) -> Path:
     return repo / "snapshots" / commit
 
 
-@pytest.mark.slow
-def test_compile_remote_then_apply_of_the_template_then_reapply_and_destroy(sagemaker_world, tmp_path):
-    """Through the CLI against moto, templates/llama3-8b-vllm-neuron-sagemaker.yaml: apply refuses until compile
-    --remote has built the model; compile --remote's job (its request strictly valid, then run here as SageMaker runs
-    an image whose entrypoint the request overrides) starts vLLM as the endpoint does, which compiles into
-    NEURON_COMPILED_ARTIFACTS (the stand-in vLLM does what vllm-neuron's loader does), and the model lands in the S3
-    cache; apply points the endpoint at it with the budget loading needs, and the endpoint started from that S3
-    prefix loads the artifacts instead of compiling; a second apply sends no mutating call; destroy leaves nothing."""
+@dataclass
+class RemoteCompile:
+    prefix: str  # the cache entry's model/ prefix in the shared bucket
+    keys: set[str]  # its objects
+    log: Path  # the stand-in vLLM's starts, one JSON line each
+    env: dict[str, str]  # the job's environment here, which the endpoint replays reuse
+    port: int  # where the stand-in vLLM listens
+    served: dict[str, str]  # the endpoint's environment over the compiled model, as the job ran it
+
+
+def compile_remotely(aws, spec: Path, tmp_path: Path, env: dict, *, image: str, secret: str) -> RemoteCompile:
+    """`compile SPEC --remote` through the CLI: its CreateTrainingJob (strictly valid, the endpoint's environment over
+    the compiled model) run as SageMaker runs an image whose entrypoint the request overrides (/opt/ml at
+    tmp_path/job; the container's 8080 at a free loopback port): the resolver, the job module, the Hub download
+    from a pre-filled offline cache, then the endpoint's launcher and the stand-in vLLM, which compiles into
+    NEURON_COMPILED_ARTIFACTS; the model lands in the S3 cache."""
     from integration.test_serving import free_port
     from neurondeploy.aws.transport import AwsTransport
     from neurondeploy.engine.state import StateStore
     from neurondeploy.replay.training_container import run_training_container
-    from neurondeploy.resources.precompiled import load_budget
     from neurondeploy.resources.validation import check_request
 
-    aws = sagemaker_world
-    template = REPO / "templates" / "llama3-8b-vllm-neuron-sagemaker.yaml"
-    arn = aws.client("secretsmanager").create_secret(Name="hf-token", SecretString="hf_" + "x" * 34)["ARN"]
-    spec = tmp_path / "llama3-8b-vn.yaml"
-    spec.write_text(template.read_text().replace("arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token", arn))
-    image, model_id = load_spec(spec).spec.deployment.container.image_uri, load_spec(spec).spec.model.hf_model_id
-    state, bucket = str(tmp_path / "state.db"), "neurondeploy-123456789012-us-east-1"
-    env = {**os.environ, "NEURONDEPLOY_CACHE_DIR": str(tmp_path / "laptop-cache")}
-    push_image(aws, image.split("/", 1)[1].rsplit(":", 1)[0], image.rsplit(":", 1)[1])
-
-    refused = run_cli("apply", str(spec), "--yes", "--state", state, env=env)
-    lines = refused.stderr.strip().splitlines()
-    assert refused.returncode != 0 and len(lines) == 1 and "no model built by compile --remote" in lines[0]
-    assert f"neurondeploy compile {spec} --remote" in lines[0] and "compile_at_start: true" in lines[0]
-    assert aws.client("sagemaker").list_models()["Models"] == []
-
+    bucket, state = "neurondeploy-123456789012-us-east-1", str(tmp_path / "state.db")
+    loaded = load_spec(spec)
     started = run_cli("compile", str(spec), "--remote", "--no-wait", "--yes", "--json", "--state", state, env=env)
     assert started.returncode == 0, started.stderr
     summary = json.loads(started.stdout)
     prefix = f"compile-cache/{summary['artifact_key']}/model/"
     assert summary["model_uri"] == f"s3://{bucket}/{prefix}" and summary["instance_type"] == "ml.trn1.32xlarge"
-    recorded = StateStore(tmp_path / "state.db").get("llama3-8b-vn-compile")
+    recorded = StateStore(tmp_path / "state.db").get(f"{loaded.spec.name}-compile")
     params = next(
         r["params"] for r in recorded.resources["compile-job"].create_requests if r["operation"] == "CreateTrainingJob"
     )
@@ -306,12 +300,14 @@ def test_compile_remote_then_apply_of_the_template_then_reapply_and_destroy(sage
         "SM_VLLM_MAX_NUM_SEQS": "4",
         "SM_VLLM_MAX_MODEL_LEN": "4096",
     }
-    assert served.items() <= params["Environment"].items() and arn in params["Environment"]["NEURONDEPLOY_SECRET_ENV"]
+    assert (
+        served.items() <= params["Environment"].items() and secret in params["Environment"]["NEURONDEPLOY_SECRET_ENV"]
+    )
 
     # what SageMaker runs, run here (/opt/ml at tmp_path/job; the container's 8080 at a free loopback port): the
     # resolver, the job module, the Hub download, then the endpoint's launcher and the stand-in vLLM
     job_dir, port, log = tmp_path / "job", free_port(), tmp_path / "vllm.jsonl"
-    _prefill_hub_cache(job_dir / "output" / "work" / "hf", model_id)
+    _prefill_hub_cache(job_dir / "output" / "work" / "hf", loaded.spec.model.hf_model_id)
     arguments[arguments.index("--health_url") + 1] = f"http://127.0.0.1:{port}/ping"
     job_env = {
         **env,
@@ -332,6 +328,39 @@ def test_compile_remote_then_apply_of_the_template_then_reapply_and_destroy(sage
     s3 = aws.client("s3")
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]}
     assert {f"{prefix}config.json", f"{prefix}neuron-compiled-artifacts/neuron_config.json"} <= keys
+
+    return RemoteCompile(prefix, keys, log, job_env, port, served)
+
+
+@pytest.mark.slow
+def test_compile_remote_then_apply_of_the_template_then_reapply_and_destroy(sagemaker_world, tmp_path):
+    """Through the CLI against moto, templates/llama3-8b-vllm-neuron-sagemaker.yaml: apply refuses until compile
+    --remote has built the model; compile --remote's job (its request strictly valid, then run here as SageMaker runs
+    an image whose entrypoint the request overrides) starts vLLM as the endpoint does, which compiles into
+    NEURON_COMPILED_ARTIFACTS (the stand-in vLLM does what vllm-neuron's loader does), and the model lands in the S3
+    cache; apply points the endpoint at it with the budget loading needs, and the endpoint started from that S3
+    prefix loads the artifacts instead of compiling; a second apply sends no mutating call; destroy leaves nothing."""
+    from neurondeploy.resources.precompiled import load_budget
+
+    aws = sagemaker_world
+    template = REPO / "templates" / "llama3-8b-vllm-neuron-sagemaker.yaml"
+    arn = aws.client("secretsmanager").create_secret(Name="hf-token", SecretString="hf_" + "x" * 34)["ARN"]
+    spec = tmp_path / "llama3-8b-vn.yaml"
+    spec.write_text(template.read_text().replace("arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token", arn))
+    image = load_spec(spec).spec.deployment.container.image_uri
+    state, bucket = str(tmp_path / "state.db"), "neurondeploy-123456789012-us-east-1"
+    env = {**os.environ, "NEURONDEPLOY_CACHE_DIR": str(tmp_path / "laptop-cache")}
+    push_image(aws, image.split("/", 1)[1].rsplit(":", 1)[0], image.rsplit(":", 1)[1])
+
+    refused = run_cli("apply", str(spec), "--yes", "--state", state, env=env)
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode != 0 and len(lines) == 1 and "no model built by compile --remote" in lines[0]
+    assert f"neurondeploy compile {spec} --remote" in lines[0] and "compile_at_start: true" in lines[0]
+    assert aws.client("sagemaker").list_models()["Models"] == []
+
+    job = compile_remotely(aws, spec, tmp_path, env, image=image, secret=arn)
+    prefix, keys, log, job_env, port = job.prefix, job.keys, job.log, job.env, job.port
+    served, s3 = job.served, aws.client("s3")
 
     again = run_cli("compile", str(spec), "--remote", "--json", "--state", state, env=env)
     assert again.returncode == 0 and json.loads(again.stdout)["status"] == "cached", again.stderr

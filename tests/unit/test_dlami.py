@@ -29,3 +29,13 @@ def test_an_unknown_parameter_is_refused_with_the_known_ones():
     with pytest.raises(CatalogError) as err:
         catalog.dlami("/aws/service/neuron/dlami/pytorch-2.8/ubuntu-24.04/latest/image_id")
     assert DLAMI_SSM_PARAMETER in err.value.hint or "pytorch-2.9" in err.value.hint
+
+
+def test_every_container_kind_that_runs_on_ec2_has_a_dlami_that_serves_it_on_every_family_it_lists():
+    for name in catalog.container_kinds():
+        kind = catalog.container_kind(name)
+        serving = catalog.dlami_for(name)
+        assert ("ec2" in kind.platforms) == (serving is not None), name
+        if serving is not None:
+            assert {"inf2", "trn1"} <= set(serving.families), serving.parameter
+    assert catalog.dlami_for("neurondeploy").parameter == catalog.DEFAULT_DLAMI_PARAMETER
