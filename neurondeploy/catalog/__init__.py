@@ -62,6 +62,7 @@ from neurondeploy.catalog.sdk import (
     sdk_paths,
     sdk_releases,
 )
+from neurondeploy.catalog.training_toolkit import TrainingToolkit, training_toolkit
 from neurondeploy.catalog.vllm_releases import VLLM_REPOSITORY, VllmRelease, vllm_releases
 
 __all__ = [
@@ -81,6 +82,8 @@ __all__ = [
     "dlami_for",
     "dlamis",
     "dlamis_by_parameter",
+    "training_toolkit",
+    "TrainingToolkit",
     "DlcRelease",
     "dlc_releases",
     "VLLM_REPOSITORY",

@@ -137,6 +137,12 @@ class Runtime:
     def is_logger(self) -> bool:
         return self.rank == 0
 
+    @property
+    def is_host_leader(self) -> bool:
+        """The first process on its host (torchrun's LOCAL_RANK 0): each host of a multi-instance job writes its
+        own checkpoint directory, which SageMaker uploads to the one checkpoint S3 URI."""
+        return int(os.environ.get("LOCAL_RANK", "0")) == 0
+
     def group(self, dim: str):
         return self.mesh[dim].get_group() if self.mesh is not None else None
 
@@ -486,11 +492,13 @@ def is_zero1(optimizer) -> bool:
 def save_checkpoint(step: int, args, rt: Runtime, model, optimizer) -> Path:
     """Written to a temporary directory and renamed once every rank has written: a run killed while saving
     leaves no checkpoint that looks complete. Sharded (torch.distributed.checkpoint), so TP/PP ranks write their
-    own parts and a later run may load them into another layout."""
+    own parts and a later run may load them into another layout. On several hosts each host's first process
+    prepares and completes its host's directory: the checkpoint is the union of the hosts' files, as the checkpoint
+    S3 URI gathers them and a resumed job downloads them to every host."""
     root = checkpoint_root()
     final = root / f"{CHECKPOINT_PREFIX}{step:08d}"
     partial = root / f".partial-{final.name}"
-    if rt.is_logger:
+    if rt.is_host_leader:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
     barrier(rt)
@@ -515,7 +523,7 @@ def save_checkpoint(step: int, args, rt: Runtime, model, optimizer) -> Path:
             state = {"model": model_state, "optimizer": optimizer_state}
         dcp.save(state, checkpoint_id=str(partial))
     barrier(rt)
-    if rt.is_logger:
+    if rt.is_host_leader:
         layout = {"tensor_parallel": rt.tp, "pipeline_parallel": rt.pp, "data_parallel": rt.dp}
         (partial / COMPLETE_MARKER).write_text(
             json.dumps({"step": step, "layout": layout, "precision": args.precision})
@@ -637,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     latest = latest_checkpoint(checkpoint_root()) if os.environ.get("NEURONDEPLOY_RESUME", "1") == "1" else None
     if latest is not None:
         start = load_checkpoint(latest, args, rt, model, optimizer)
-        if rt.is_logger:
+        if rt.is_host_leader:  # every host's log says what it loaded
             print(f"resumed from checkpoint step {start} ({latest})", flush=True)
     if rt.is_logger:
         params = sum(p.numel() for p in model.parameters())

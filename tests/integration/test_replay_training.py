@@ -6,6 +6,7 @@ from them and writes model.tar.gz."""
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import tarfile
 from pathlib import Path
@@ -44,14 +45,18 @@ def sent_job(state: Path) -> dict:
     return request["params"]
 
 
-def run_job(spec_file: Path, tmp_path: Path, max_steps: int, host: str):
+def run_job(spec_file: Path, tmp_path: Path, max_steps: int, host: str, **replay):
     state = tmp_path / "state.db"
     code = main(
         ["train", str(spec_file), "--no-wait", "--yes", "--hp", f"max_steps={max_steps}", "--state", str(state)]
     )
     assert code == 0
     job = sent_job(state)
-    return job, replay_training_job(transport(), job, tmp_path / host, timeout_s=300)
+    return job, replay_training_job(transport(), job, tmp_path / host, timeout_s=300, **replay)
+
+
+def losses(output: str) -> list[float]:
+    return [float(match) for match in re.findall(r"step \d+/\d+ loss ([0-9.]+)", output)]
 
 
 def test_to_cmd_args_is_the_toolkits():
@@ -69,9 +74,17 @@ def test_to_cmd_args_is_the_toolkits():
 
 def test_the_jobs_train_checkpoint_to_s3_and_the_next_job_resumes_from_there(spec_file, tmp_path, aws):
     s3 = aws.client("s3")
+    # the source's requirements.txt, which the image's toolkit installs before it launches (already satisfied here)
+    (tmp_path / "training" / "requirements.txt").write_text("torch\n")
     job, first = run_job(spec_file, tmp_path, 50, "host-1")
     assert first.exit_code == 0, first.output[-2000:]
-    assert "--nproc_per_node" in first.command and first.command[first.command.index("--nproc_per_node") + 1] == "2"
+    assert "Installing dependencies from requirements.txt" in first.output
+    assert "Requirement already satisfied: torch" in first.output
+    # the image's toolkit derived the launch: torchrun on one node, a process per NeuronCore of trn1.2xlarge
+    assert first.command[-1].endswith("/bin/train")
+    assert "Invoking script with the following command:\n\ntorchrun --nnodes 1 --nproc_per_node 2 train.py" in (
+        first.output
+    )
     assert "step 50/50" in first.output and "resumed from checkpoint" not in first.output
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=DATA_BUCKET, Prefix="tiny-lm/checkpoints/")["Contents"]}
     assert any(k.startswith("tiny-lm/checkpoints/step_00000050/") and k.endswith("trainer.json") for k in keys), keys
@@ -94,11 +107,51 @@ def test_the_jobs_train_checkpoint_to_s3_and_the_next_job_resumes_from_there(spe
     assert any("step_00000075/" in k for k in second.checkpoints_uploaded)
 
 
-def test_a_multi_host_or_parallel_compile_job_is_refused_with_the_reason(tmp_path):
-    job = {"TrainingJobName": "j", "ResourceConfig": {"InstanceType": "ml.trn1.32xlarge", "InstanceCount": 2}}
-    with pytest.raises(ReplayError, match="2 hosts"):
-        replay_training_job(transport(), job, tmp_path)
-    job["ResourceConfig"]["InstanceCount"] = 1
+def test_a_parallel_compile_job_or_an_image_without_a_known_toolkit_is_refused_with_the_reason(tmp_path):
+    job = {"TrainingJobName": "j", "ResourceConfig": {"InstanceType": "ml.trn1.32xlarge", "InstanceCount": 1}}
     job["Environment"] = {"RUN_NEURON_PARALLEL_COMPILE": "1"}
     with pytest.raises(ReplayError, match="only fills the compile cache"):
         replay_training_job(transport(), job, tmp_path)
+    job["Environment"] = {}
+    job["AlgorithmSpecification"] = {"TrainingImage": "123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1"}
+    with pytest.raises(ReplayError, match="training toolkit the catalogue does not know"):
+        replay_training_job(transport(), job, tmp_path)
+
+
+def test_a_two_host_job_trains_as_algo_1_and_algo_2_and_a_fresh_pair_resumes(spec_file, tmp_path, aws):
+    """2 × ml.trn1.32xlarge (multi-node needs EFA): each host's toolkit launches its torchrun with the rendezvous
+    it derives (algo-1:7777, node ranks 0 and 1), the 4 processes train one model (neuron-ls reports 2 NeuronCores
+    per host here: 32 processes per host do not fit this machine), each host's checkpoint files reach the one S3
+    URI, and the next job, on a fresh pair of hosts, downloads them to both and resumes."""
+    from neurondeploy.replay.host_names import unshare_command
+
+    if unshare_command() is None:
+        pytest.skip("this machine allows no mount namespace, through which the replay names its hosts")
+    text = spec_file.read_text().replace("instance_type: ml.trn1.2xlarge", "instance_type: ml.trn1.32xlarge")
+    spec_file.write_text(text.replace("instance_count: 1", "instance_count: 2"))
+    s3 = aws.client("s3")
+    job, first = run_job(spec_file, tmp_path, 50, "pair-1", neuron_cores=2)
+    assert job["ResourceConfig"]["InstanceCount"] == 2
+    assert first.exit_code == 0, first.output[-3000:]
+    for rank, host in enumerate(("algo-1", "algo-2")):
+        log = first.output.split(f"=== {host}\n", 1)[1].split("\n=== ", 1)[0]
+        assert f'"current_host": "{host}"' in log
+        assert (
+            "torchrun --nnodes 2 --nproc_per_node 2 --master_addr algo-1 --master_port 7777 "
+            f"--node_rank {rank} train.py"
+        ) in log
+    falling = losses(first.output)
+    assert len(falling) >= 3 and falling[-1] < falling[0], falling  # one model over 4 ranks: DP=4 in its banner
+    assert "DP=4" in first.output
+    by_host = {host: [k for k in keys if "/step_00000050/" in k] for host, keys in first.uploads_by_host.items()}
+    assert all(by_host.values()), first.uploads_by_host  # each host wrote part of the checkpoint
+    assert any(k.endswith(".distcp") for k in by_host["algo-2"]), by_host["algo-2"]
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=DATA_BUCKET, Prefix="tiny-lm/checkpoints/")["Contents"]}
+    assert {k for keys_of in by_host.values() for k in keys_of} <= {f"s3://{DATA_BUCKET}/{k}" for k in keys}
+
+    _, second = run_job(spec_file, tmp_path, 75, "pair-2", neuron_cores=2)
+    assert second.exit_code == 0, second.output[-3000:]
+    for host in ("algo-1", "algo-2"):
+        log = second.output.split(f"=== {host}\n", 1)[1].split("\n=== ", 1)[0]
+        assert "resumed from checkpoint step 50" in log  # both hosts got every host's files
+    assert "step 75/75" in second.output and "step 10/75" not in second.output
