@@ -9,6 +9,7 @@ from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.drift import drift
 from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.importer import import_deployment
+from neurondeploy.engine.state import DeploymentLocked
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.ops.train import training_job_status
 from neurondeploy.resources.sagemaker_compile import COMPILE_SUFFIX
@@ -123,7 +124,13 @@ def cmd_drift(args) -> int:
 
 
 def cmd_unlock(args) -> int:
-    """The state decides: refused while the holder runs on this host, a no-op when unlocked, unknown names fail."""
-    outcome = open_state_of(args).unlock(args.name)
+    """The state decides: a lock whose holder is gone is released, a no-op when unlocked, unknown names fail; one
+    whose holder still runs here is released once the user confirms (Terraform's force-unlock), naming it."""
+    store = open_state_of(args)
+    try:
+        outcome = store.unlock(args.name)
+    except DeploymentLocked as held:
+        confirm(args, console_err(), f"{held.message}: release it anyway")
+        outcome = store.unlock(args.name, force=True)
     print(outcome or f"unlocked {args.name}")  # the S3 store says nothing
     return 0

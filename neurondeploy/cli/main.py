@@ -323,8 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
     _state_options(drift)
     drift.set_defaults(handler="deploy:cmd_drift")
 
-    unlock = commands.add_parser("unlock", help="release a deployment's lock left by a process on another host")
+    unlock = commands.add_parser(
+        "unlock", help="release a deployment's lock left by a killed apply (one whose holder still runs: confirmed)"
+    )
     unlock.add_argument("name", metavar="NAME")
+    unlock.add_argument("--yes", action="store_true", help="release a lock whose holder still runs without asking")
     _state_options(unlock)
     unlock.set_defaults(handler="deploy:cmd_unlock")
 

@@ -18,9 +18,10 @@ older code would get wrong.
 A state file that cannot be used (not SQLite, truncated or damaged, read-only, a directory, a path under a file)
 is a :class:`StateError` naming the file, what is wrong and how to recover: never a traceback.
 
-Locking: ``lock(name)`` takes a row with this process's pid and host inside ``BEGIN IMMEDIATE``; a second apply
-of the same deployment fails fast naming the holder. A lock whose process is gone (same host) is taken over;
-``unlock(name)`` releases one left by a dead process or by another host, never one whose process runs here.
+Locking: ``lock(name)`` takes a row with this process's pid, host and start (:func:`process_start`, so a pid that
+a later process reuses is not mistaken for the holder) inside ``BEGIN IMMEDIATE``; a second apply of the same
+deployment fails fast naming the holder. A lock whose process is gone (same host) is taken over; ``unlock(name)``
+releases one left by a dead process or by another host, and one whose process runs here only with ``force``.
 """
 
 from __future__ import annotations
@@ -360,20 +361,20 @@ class StateStore:
             return
         me, host = os.getpid(), socket.gethostname()
         with self._transaction() as db:
-            row = db.execute(
-                "SELECT lock_pid, lock_host, lock_since FROM deployments WHERE name = ?", (name,)
-            ).fetchone()
-            if row and row[0] is not None and (row[0], row[1]) != (me, host) and _alive(row[0], row[1], host):
+            if "lock_started" not in _columns(db, "deployments"):  # added by the first lock, in any file: additive
+                db.execute("ALTER TABLE deployments ADD COLUMN lock_started TEXT")
+            row = _lock_row(db, name)
+            if row and row[0] is not None and (row[0], row[1]) != (me, host) and _alive(row[0], row[1], host, row[3]):
                 raise DeploymentLocked(
                     f"deployment {name} is being changed by pid {row[0]} on {row[1]} since {_clock(row[2])}",
-                    "wait for it to finish; if that process is gone from another host, run "
-                    f"`neurondeploy unlock {name}`",
+                    f"wait for it to finish; if that process is gone, run `neurondeploy unlock {name}`",
                 )
             db.execute(
-                "INSERT INTO deployments (name, region, kind, updated, lock_pid, lock_host, lock_since) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET lock_pid = excluded.lock_pid, "
-                "lock_host = excluded.lock_host, lock_since = excluded.lock_since",
-                (name, region, kind, time.time(), me, host, time.time()),
+                "INSERT INTO deployments (name, region, kind, updated, lock_pid, lock_host, lock_since, lock_started) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET lock_pid = excluded.lock_pid, "
+                "lock_host = excluded.lock_host, lock_since = excluded.lock_since, "
+                "lock_started = excluded.lock_started",
+                (name, region, kind, time.time(), me, host, time.time(), process_start(me)),
             )
         self._held[name] = 1
         try:
@@ -387,28 +388,27 @@ class StateStore:
                     (name, me),
                 )
 
-    def unlock(self, name: str) -> str:
-        """Release ``name``'s lock when its holder is gone from this host or runs on another one; what was done, in
-        one line. Raises :class:`UnknownDeployment` for a name the state does not have, and
-        :class:`DeploymentLocked` when the holder is a live process on this host (the lock is then kept)."""
+    def unlock(self, name: str, *, force: bool = False) -> str:
+        """Release ``name``'s lock when its holder is gone from this host or runs on another one, or with ``force``
+        whoever holds it; what was done, in one line. Raises :class:`UnknownDeployment` for a name the state does not
+        have, and :class:`DeploymentLocked` when the holder is a live process on this host and not ``force`` (the
+        lock is then kept)."""
         host = socket.gethostname()
         for _ in range(3):  # again only if the lock changed between reading and releasing it
             with self._connect() as db:
-                row = db.execute(
-                    "SELECT lock_pid, lock_host, lock_since FROM deployments WHERE name = ?", (name,)
-                ).fetchone()
+                row = _lock_row(db, name)
             if row is None:
                 known = ", ".join(self.names()) or "none"
                 raise UnknownDeployment(f"no deployment {name} in state {self.path}", f"known: {known}")
-            pid, holder, since = row
+            pid, holder, since, started = row
             if pid is None:
                 return f"{name} is not locked"
-            if holder == host and _pid_exists(pid):
+            running = holder == host and _alive(pid, holder, host, started)
+            if running and not force:
                 raise DeploymentLocked(
                     f"deployment {name} is locked by pid {pid} on this host ({host}) since {_clock(since)}, "
                     "and that process is still running",
-                    f"wait for it to finish, or stop it (kill {pid}); unlock releases only a lock whose process "
-                    "is gone",
+                    "wait for it to finish; releasing it while it runs lets another apply change what it is changing",
                 )
             with self._transaction() as db:
                 released = db.execute(
@@ -417,6 +417,16 @@ class StateStore:
                     (name, pid, holder, since),
                 ).rowcount
             if released:
+                if running:
+                    return (
+                        f"unlocked {name} by force: pid {pid} on this host (since {_clock(since)}) still runs; "
+                        "stop it before the next apply"
+                    )
+                if holder == host and _pid_exists(pid):
+                    return (
+                        f"unlocked {name}: its holder, pid {pid} on this host since {_clock(since)}, is gone "
+                        f"(pid {pid} is now another process)"
+                    )
                 if holder == host:
                     return f"unlocked {name}: its holder, pid {pid} on this host since {_clock(since)}, is gone"
                 return (
@@ -533,10 +543,35 @@ class StateStore:
             db.execute("DELETE FROM deployments WHERE name = ?", (deployment,))
 
 
-def _alive(pid: int, host: str, this_host: str) -> bool:
+def _alive(pid: int, host: str, this_host: str, started: str | None = None) -> bool:
+    """Whether the lock holder ``pid`` on ``host`` (which started at ``started``, when recorded) still runs."""
     if host != this_host:
         return True  # cannot tell from here: assume it runs
-    return _pid_exists(pid)
+    if not _pid_exists(pid):
+        return False
+    now = process_start(pid) if started else None
+    return now is None or now == started  # another start: the pid was reused, the holder is gone
+
+
+def process_start(pid: int) -> str | None:
+    """What tells process ``pid`` from a later one given the same pid: this boot's id and the process's start time
+    in clock ticks since boot (proc(5): /proc/sys/kernel/random/boot_id; /proc/[pid]/stat field 22, starttime).
+    None where /proc does not say (not Linux)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()  # after the command name, which may hold spaces: field 3 onwards
+    return f"{boot}:{fields[19]}" if len(fields) > 19 else None
+
+
+def _lock_row(db: sqlite3.Connection, name: str) -> tuple | None:
+    """(pid, host, since, started) of ``name``'s lock; started None in a file from before it was recorded."""
+    started = "lock_started" if "lock_started" in _columns(db, "deployments") else "NULL"
+    return db.execute(
+        f"SELECT lock_pid, lock_host, lock_since, {started} FROM deployments WHERE name = ?", (name,)
+    ).fetchone()
 
 
 def _pid_exists(pid: int) -> bool:

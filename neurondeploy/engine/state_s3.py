@@ -36,6 +36,7 @@ from neurondeploy.engine.state import (
     StateStore,
     _alive,
     _bytes_as_size,
+    process_start,
 )
 from neurondeploy.resources.naming import split_s3
 
@@ -142,7 +143,13 @@ class S3StateStore:
                     self._delete(self._key("locks", name))
 
     def _acquire(self, name: str) -> None:
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "token": self.token}
+        me = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": time.time(),
+            "token": self.token,
+            "started": process_start(os.getpid()),
+        }
         for _ in range(2):  # a second time only after taking over a dead holder's lock
             try:
                 self._write(self._key("locks", name), me, only_if_absent=True)
@@ -151,7 +158,7 @@ class S3StateStore:
                 if not is_s3_condition_failed(exc):
                     raise
             holder = self._read(self._key("locks", name)) or {}
-            if holder and not _alive(holder.get("pid", -1), holder.get("host", ""), me["host"]):
+            if holder and not _alive(holder.get("pid", -1), holder.get("host", ""), me["host"], holder.get("started")):
                 self._delete(self._key("locks", name))  # its process is gone from this host
                 continue
             since = time.strftime("%H:%M:%S", time.localtime(holder.get("since", time.time())))
@@ -166,7 +173,8 @@ class S3StateStore:
             "run the command again",
         )
 
-    def unlock(self, name: str) -> None:
+    def unlock(self, name: str, *, force: bool = False) -> None:
+        """Always releases: whether a holder on another machine still runs cannot be told from here."""
         self._delete(self._key("locks", name))
 
     # --- reads and writes --------------------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_a_lock_whose_process_died_on_this_host_is_released(state, capsys):
     assert unlock("web", capsys) == (0, "web is not locked\n", "")
 
 
-def test_a_lock_whose_process_runs_here_is_kept(state, capsys):
+def test_a_live_holders_lock_is_released_only_once_confirmed_naming_the_holder(state, capsys):
     running = subprocess.Popen(
         [sys.executable, "-c", TAKE_LOCK, str(state), "hold"],
         stdin=subprocess.PIPE,
@@ -88,16 +88,52 @@ def test_a_lock_whose_process_runs_here_is_kept(state, capsys):
     )
     try:
         pid = int(running.stdout.readline())
-        code, out, err = unlock("web", capsys)
-        assert code == 5 and out == "" and err.count("\n") == 1
-        assert err.startswith(f"error: deployment web is locked by pid {pid} on this host ({socket.gethostname()})")
-        assert "still running" in err and f"kill {pid}" in err and "wait for it to finish" in err
+        code, out, err = unlock("web", capsys)  # no terminal to ask, no --yes: refused, nothing changed
+        assert code == 1 and out == "" and err.count("\n") == 1
+        assert f"pid {pid} on this host ({socket.gethostname()})" in err and "still running" in err
+        assert "--yes" in err and "kill" not in err
         assert holder(state) == (pid, socket.gethostname())  # untouched
         with pytest.raises(DeploymentLocked):
             StateStore(state).unlock("web")
+
+        code = main(["unlock", "web", "--yes"])
+        out, err = capsys.readouterr()
+        assert (code, err) == (0, "")
+        assert out.startswith(f"unlocked web by force: pid {pid} on this host (since ") and "still runs" in out
+        assert holder(state) == (None, None)
     finally:
-        running.communicate("", timeout=60)  # it releases the lock itself on the way out
-    assert running.returncode == 0 and holder(state) == (None, None)
+        running.communicate("", timeout=60)
+    assert running.returncode == 0 and holder(state) == (None, None)  # its own release leaves another's lock be
+
+
+def stale_lock_on_a_reused_pid(state: Path) -> subprocess.Popen:
+    """A killed apply's lock whose pid now belongs to an unrelated live process (pids wrap around; after a reboot or
+    in a container they start again from 1): the row keeps the dead holder's identity, the pid is the live one's."""
+    dead = subprocess.run(
+        [sys.executable, "-c", TAKE_LOCK, str(state), "die"], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    assert holder(state) == (int(dead.stdout), socket.gethostname())
+    unrelated = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    db = sqlite3.connect(state, isolation_level=None)
+    db.execute("UPDATE deployments SET lock_pid = ? WHERE name = 'web'", (unrelated.pid,))
+    db.close()
+    return unrelated
+
+
+def test_a_lock_whose_pid_now_belongs_to_another_process_is_taken_over_and_unlock_releases_it(state, capsys):
+    unrelated = stale_lock_on_a_reused_pid(state)
+    try:
+        with StateStore(state).lock("web", "us-east-1", "inference"):  # an apply takes it over
+            assert holder(state) == (os.getpid(), socket.gethostname())
+        unrelated.communicate(b"", timeout=60)
+        unrelated = stale_lock_on_a_reused_pid(state)
+        code, out, err = unlock("web", capsys)
+        assert (code, err) == (0, "")
+        assert out.startswith(f"unlocked web: its holder, pid {unrelated.pid} on this host since ")
+        assert out.endswith(f"is gone (pid {unrelated.pid} is now another process)\n")
+        assert holder(state) == (None, None) and unrelated.poll() is None  # the unrelated process is left alone
+    finally:
+        unrelated.communicate(b"", timeout=60)
 
 
 def test_a_lock_held_on_another_host_is_released(state, capsys):
