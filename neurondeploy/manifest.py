@@ -6,6 +6,7 @@ Kept below the compiler and the engine (it needs neither torch nor AWS), so that
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Literal
@@ -187,3 +188,25 @@ def smoke_request(manifest: Manifest) -> dict:
         height, width = manifest.buckets[0].image_size
         return {"inputs": [[[[0.0] * width for _ in range(height)] for _ in range(3)]]}
     return {"inputs": [sample]}
+
+
+def check_artifact_files(directory: Path, manifest: Manifest) -> None:
+    """Every compiled module the manifest names is there with its sha256; raises :class:`ArtifactError` (one line)
+    for the first that is missing, damaged or replaced."""
+    for bucket in manifest.buckets:
+        path = Path(directory) / bucket.file
+        if not path.is_file():
+            raise ArtifactError(f"{path} is missing from the artifact", "recompile or re-download the artifact")
+        if _file_sha256(path) != bucket.sha256:
+            raise ArtifactError(
+                f"{path} does not match the sha256 in the manifest (damaged or replaced)",
+                "recompile or re-download the artifact",
+            )
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

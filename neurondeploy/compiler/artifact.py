@@ -6,7 +6,6 @@ message — the "Could not find a matching NEFF" / "status=2" failure caught bef
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from neurondeploy.manifest import (  # noqa: F401  re-exported: the compiler's h
     Manifest,
     NumericalCheck,
     TensorSpec,
+    check_artifact_files,
     check_compatible,
     read_manifest,
     write_manifest,
@@ -31,14 +31,6 @@ from neurondeploy.standin import reserve_neuron_cores
 def current_runtime() -> str:
     """Where modules would run here: on NeuronCores when the Neuron SDK is installed, else on the CPU."""
     return "neuron" if importlib.util.find_spec("torch_neuronx") is not None else "cpu"
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @dataclass
@@ -71,15 +63,8 @@ def load_artifact(
         manifest, runtime=runtime, target=target, neuron_sdk=neuron_sdk, neuronx_cc=neuronx_cc, where=str(directory)
     )
     reserve_neuron_cores()  # a replayed Neuron host: this process's cores, as the runtime reserves them at load
-    modules = {}
-    for bucket in manifest.buckets:
-        path = directory / bucket.file
-        if not path.is_file():
-            raise ArtifactError(f"{path} is missing from the artifact", "recompile or re-download the artifact")
-        if _file_sha256(path) != bucket.sha256:
-            raise ArtifactError(
-                f"{path} does not match the sha256 in the manifest (damaged or replaced)",
-                "recompile or re-download the artifact",
-            )
-        modules[(bucket.batch_size, bucket.length)] = torch.jit.load(str(path))
+    check_artifact_files(directory, manifest)
+    modules = {
+        (bucket.batch_size, bucket.length): torch.jit.load(str(directory / bucket.file)) for bucket in manifest.buckets
+    }
     return LoadedArtifact(directory, manifest, modules)

@@ -138,14 +138,14 @@ class CompileCache:
         """The verified local entry of ``key`` (its last_used touched), or None. A corrupt entry is removed."""
         return self._get(_check_key(key), locked=False)
 
-    def _get(self, key: str, *, locked: bool) -> CacheEntry | None:
+    def _get(self, key: str, *, locked: bool, deep: bool = False) -> CacheEntry | None:
         directory = self.entries_dir / key
         if not directory.is_dir():
             return None
         try:
-            record = _verify_local(key, directory)
+            record = _verify_local(key, directory, deep=deep)
         except _Corrupt as problem:
-            self._drop_corrupt(key, directory, str(problem), locked=locked)
+            self._drop_corrupt(key, directory, str(problem), locked=locked, deep=deep)
             return None
         try:
             os.utime(directory)
@@ -182,19 +182,22 @@ class CompileCache:
             f"cache entry {key[:12]} is corrupt ({problem}); removed, it will be rebuilt", CacheWarning, stacklevel=4
         )
 
-    def get_or_build(self, key: str, build: Callable[[Path], Mapping[str, Any] | None]) -> CacheResult:
+    def get_or_build(
+        self, key: str, build: Callable[[Path], Mapping[str, Any] | None], *, deep: bool = False
+    ) -> CacheResult:
         """A verified entry of ``key``: local hit, else (under the key's lock) S3 hit, else ``build(tmpdir)``.
 
         ``build`` writes its files into the directory it is given and returns JSON-able metadata. If it raises,
-        nothing is stored and the exception propagates.
+        nothing is stored and the exception propagates. ``deep``: a local hit is hashed in full, not trusted for
+        its stamp (what goes into an artifact: bit rot keeps size and stamp); a rotten one is rebuilt.
         """
         key = _check_key(key)
-        entry = self._get(key, locked=False)
+        entry = self._get(key, locked=False, deep=deep)
         if entry is not None:
             return CacheResult(entry, True, "local")
         self._ensure_dirs()
         with self._lock(key):
-            entry = self._get(key, locked=True)  # built by another process while we waited
+            entry = self._get(key, locked=True, deep=deep)  # built by another process while we waited
             if entry is not None:
                 return CacheResult(entry, True, "local")
             self._clean_tmp_of(key)  # we hold the key's lock: every temp dir of this key is a dead one's

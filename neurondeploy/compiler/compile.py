@@ -257,6 +257,7 @@ def compile_spec(
         outcome = cache.get_or_build(
             key,
             _build_bucket(chosen, model, dtype, inputs, check_inputs, compiler_args, spec.compile.numerical_tolerance),
+            deep=True,  # what goes into an artifact is hashed once per compile, never trusted for its stamp
         )
         metadata = outcome.entry.metadata
         relative = f"buckets/b{batch}_{'x'.join(map(str, spec.compile.image_size)) if width else f's{length}'}.pt"

@@ -34,7 +34,7 @@ from neurondeploy.engine.uploads import (
     upload_toolkit,
 )
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.manifest import read_manifest
+from neurondeploy.manifest import check_artifact_files, read_manifest
 from neurondeploy.planner.artifact_target import gate_artifact
 from neurondeploy.planner.checks import refuse_errors, resolve_model_path
 from neurondeploy.planner.context import plan_context
@@ -91,9 +91,10 @@ def check_artifact(loaded: LoadedSpec, artifact_dir: Path) -> str | None:
     A Hugging Face container's model data is a model directory it compiles or loads itself: not judged here."""
     if not loaded.spec.container.ours:
         return None
-    return gate_artifact(
-        loaded.spec, read_manifest(artifact_dir), where=f"artifact {artifact_dir}", spec_file=str(loaded.source.file)
-    )
+    manifest = read_manifest(artifact_dir)
+    notice = gate_artifact(loaded.spec, manifest, where=f"artifact {artifact_dir}", spec_file=str(loaded.source.file))
+    check_artifact_files(artifact_dir, manifest)  # damaged bytes would upload, roll out, then fail at /ping
+    return notice
 
 
 def needs_toolkit(loaded: LoadedSpec) -> bool:
