@@ -109,10 +109,13 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
 
     def send_400_response(self, msg: str) -> None:
+        """What the parser refuses is answered like every other error of this server (uvicorn's own 400 is plain
+        text): one line of JSON, then the connection is closed."""
         if self.refusal is not None:
             self._refuse(*self.refusal)
         else:
-            super().send_400_response(msg)
+            detail = " ".join(msg.split()).rstrip(".")
+            self._refuse(400, f"the request is not valid HTTP/1.1 ({detail}); send a well-formed request")
 
     # ------------------------------------------------------------------------------------------------------------
 

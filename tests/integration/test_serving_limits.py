@@ -269,3 +269,25 @@ def test_connections_over_the_limit_are_refused_at_once(tiny, serve):
     assert httpx.get(f"{server.url}/ping").status_code == 200
     for sock in held:
         sock.close()
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"GET /ping HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+        b"GET /\x00 HTTP/1.1\r\n\r\n",
+    ],
+    ids=["not-http", "bad-content-length", "nul-in-target"],
+)
+def test_what_the_http_parser_refuses_gets_the_same_one_line_json_error(tiny, serve, request_bytes):
+    server = serve(tiny)
+    with _connect(server) as sock:
+        sock.sendall(request_bytes)
+        response = _read_until_closed(sock, 10)
+    head, _, body = response.partition(b"\r\n\r\n")
+    assert _status(response) == 400, response
+    assert b"content-type: application/json" in head.lower(), head
+    error = json.loads(body)["error"]
+    assert isinstance(error, str) and error and "\n" not in error
+    assert httpx.get(f"http://127.0.0.1:{server.port}/ping", timeout=10).status_code == 200  # the server stays up
