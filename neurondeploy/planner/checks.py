@@ -6,7 +6,6 @@ CLI prints ``file:line: field: message (fix: ...)`` exactly like a schema error.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -618,7 +617,11 @@ def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
             yield error("model.path", f"{text} leaves its package", "name a directory inside the package")
             return
         path = resolve_model_path(loaded)
-        real = path.resolve()
+        try:
+            real = path.resolve()
+        except (RuntimeError, OSError) as exc:  # a symlink loop: RuntimeError up to Python 3.12, OSError after
+            yield error("model.path", f"{path} cannot be resolved ({exc})", "point it at a model directory or file")
+            return
         if is_within(real, SYSTEM_ROOTS):
             yield error("model.path", f"{path} is a system pseudo-file ({real})", "give a model directory or file")
             return
@@ -722,10 +725,9 @@ def _model_config(loaded: LoadedSpec) -> tuple[dict, Path] | None:
     if not config_path.is_file():
         return None
     try:
-        config = json.loads(config_path.read_text())
-    except (OSError, ValueError):
+        return sizing.read_config(config_path), config_path
+    except PlanError:
         return None  # check_model_path reports an unreadable config
-    return (config if isinstance(config, dict) else {}), config_path
 
 
 def check_sequence_lengths(loaded: LoadedSpec) -> Iterable[Finding]:

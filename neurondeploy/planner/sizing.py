@@ -82,6 +82,10 @@ def read_config(
         raise PlanError(f"{config_path}: no config.json", missing_fix) from None
     except (OSError, ValueError) as exc:
         raise PlanError(f"{config_path}: unreadable config ({exc})", "check the model directory") from None
+    except RecursionError:  # json's decoder recurses per level of nesting
+        raise PlanError(
+            f"{config_path}: config.json is nested too deeply to be a model config", "check the model directory"
+        ) from None
     if not isinstance(config, dict):
         raise PlanError(f"{config_path}: config.json is not a JSON object", "check the model directory")
     return config

@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from neurondeploy import catalog
 from neurondeploy.specs.common import IMAGE_URI_PATTERN, DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
-from neurondeploy.specs.screening import screen_value
+from neurondeploy.specs.screening import control_character_problem, screen_value
 
 PACKAGE_PREFIX = "pkg://"
 MODEL_SOURCES = ("path", "factory", "hf_model_id", "s3_uri", "training_job")
@@ -213,6 +213,14 @@ class ModelSpec(StrictModel):
             "embeddings and the KV cache stay in dtype."
         ),
     ] = "none"
+
+    @field_validator("path")
+    @classmethod
+    def _path_on_one_line(cls, value: str | None) -> str | None:
+        problem = control_character_problem(value) if value else None
+        if problem:  # the OS refuses a NUL in a path; any control character is a copy-paste accident
+            raise ValueError(f"the path {problem} (fix: write the path without control characters)")
+        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:

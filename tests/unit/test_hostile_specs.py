@@ -185,3 +185,32 @@ def test_an_image_size_a_vit_cannot_take_is_refused_at_validate(tmp_path):
     assert len(problems) == 1 and "fixed 224x224 input" in problems[0] and "[224, 224]" in problems[0], problems
     spec.write_text(text + "compile: {image_size: [224, 224]}\n")
     assert run_cli("validate", str(spec)).returncode == 0
+
+
+PATH_SPEC = (
+    'kind: inference\nname: p\ntask: feature-extraction\nmodel: {{path: "{path}"}}\n'
+    "compile: {{batch_sizes: [1], sequence_lengths: [8]}}\n"
+)
+
+
+def test_a_model_path_that_is_a_symlink_loop_is_one_line(tmp_path):
+    (tmp_path / "loop-a").symlink_to("loop-b")
+    (tmp_path / "loop-b").symlink_to("loop-a")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(PATH_SPEC.format(path="loop-a"))
+    assert_refused(run_cli("validate", str(spec)), "model.path")
+
+
+def test_a_model_path_with_a_nul_is_one_line(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(PATH_SPEC.format(path="model\\u0000dir"))
+    assert_refused(run_cli("validate", str(spec)), "control character")
+
+
+def test_a_config_json_nested_past_the_parsers_depth_is_one_line(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(PATH_SPEC.format(path="model"))
+    assert_refused(run_cli("validate", str(spec)), "config.json")
