@@ -76,7 +76,10 @@ _RESOURCE_COLUMNS = (
     "sequence",
     "create_requests",
 )
-_JSON_COLUMNS = ("outputs", "delete_requests", "depends_on", "create_requests")
+# Each JSON column's shape: (its type, the type of its items when a list), as the engine reads it.
+_JSON_COLUMNS = {"outputs": (dict, None), "delete_requests": (list, dict), "depends_on": (list, str)}
+_JSON_COLUMNS["create_requests"] = (list, dict)
+_JSON_NAMES = {dict: "an object", list: "a list", str: "a string"}
 _DEPLOYMENT_COLUMNS = ("name", "region", "kind", "spec_digest", "updated", "spec_json")
 
 # What to do about a state file that cannot be read: what `neurondeploy import` is for.
@@ -481,13 +484,16 @@ class StateStore:
         return values
 
     def _json(self, values: dict[str, Any], column: str, deployment: str) -> Any:
+        where = f"is damaged: deployment {deployment}, resource {values['name']}: {column}"
         try:
-            return json.loads(values[column])
+            value = json.loads(values[column])
         except (TypeError, ValueError) as exc:
-            raise self._error(
-                f"is damaged: deployment {deployment}, resource {values['name']}: {column} is not valid JSON ({exc})",
-                RECOVER_HINT,
-            ) from exc
+            raise self._error(f"{where} is not valid JSON ({exc})", RECOVER_HINT) from exc
+        shape, items = _JSON_COLUMNS[column]
+        if not isinstance(value, shape) or (items and not all(isinstance(item, items) for item in value)):
+            expected = _JSON_NAMES[shape] + (f" of {_JSON_NAMES[items]}s" if items else "")
+            raise self._error(f"{where} is {type(value).__name__} JSON, not {expected}", RECOVER_HINT)
+        return value
 
     def names(self) -> list[str]:
         with self._connect() as db:

@@ -236,3 +236,26 @@ def test_a_state_in_a_read_only_directory_is_one_line(tmp_path, restore_modes):
         assert result.stderr.startswith(f"error: state {state} {problem}"), result.stderr
         assert "writable" in result.stderr
     assert snapshot(directory) == before
+
+
+# --- rows whose JSON decodes to the wrong type ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("outputs", "[1]"), ("delete_requests", '{"x": 1}'), ("depends_on", "7"), ("create_requests", '["a"]')],
+)
+@pytest.mark.parametrize("argv", [["status"], ["status", "web"], ["drift", "web"], ["destroy", "web", "--yes"]])
+def test_a_row_whose_json_is_the_wrong_type_is_one_line_for_every_command(
+    column, value, argv, tmp_path, monkeypatch, capsys
+):
+    state = real_state(tmp_path / "state.db", resources=2)
+    db = sqlite3.connect(state, isolation_level=None)
+    db.execute(f"UPDATE resources SET {column} = ? WHERE name = 'r1'", (value,))
+    db.close()
+    before = snapshot(tmp_path)
+    code, out, err = cli(argv, state, monkeypatch, capsys)
+    assert code == 5, err
+    assert_one_line(err, state)
+    assert "deployment web, resource r1" in err and column in err
+    assert snapshot(tmp_path) == before  # nothing was changed or deleted
