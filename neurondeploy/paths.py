@@ -18,3 +18,8 @@ def default_cache_dir() -> Path:
 def default_state_path() -> Path:
     """``$NEURONDEPLOY_STATE``, else ``~/.neurondeploy/state.db``: the SQLite state commands use by default."""
     return Path(os.environ.get("NEURONDEPLOY_STATE", Path.home() / ".neurondeploy" / "state.db"))
+
+
+def file_in_the_way(directory: Path) -> Path | None:
+    """The first of ``directory`` and its parents that exists and is not a directory: what stops making it."""
+    return next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)

@@ -45,7 +45,7 @@ from neurondeploy.aws.paging import Paged
 from neurondeploy.aws.transport import AwsCallError, AwsTransport, Transfer, default_region
 from neurondeploy.compiler.locking import FileLock
 from neurondeploy.errors import CacheError, NeurondeployWarning
-from neurondeploy.paths import default_cache_dir
+from neurondeploy.paths import default_cache_dir, file_in_the_way
 
 RECORD_FILE = "entry.json"
 RECORD_FORMAT = 1
@@ -99,6 +99,12 @@ class CompileCache:
         self, root: Path | str | None = None, s3_uri: str | None = None, s3_client=None, lock_timeout_s: float = 3600
     ) -> None:
         self.root = Path(root).expanduser() if root is not None else default_cache_dir()
+        blocker = file_in_the_way(self.root)
+        if blocker is not None:
+            raise CacheError(
+                f"the compile cache {self.root} cannot be used: {blocker} is a file, not a directory",
+                "set NEURONDEPLOY_CACHE_DIR (or --cache-dir) to a directory",
+            )
         self.lock_timeout_s = lock_timeout_s
         self.s3_uri = s3_uri
         self._s3 = _S3Store(s3_uri, s3_client) if s3_uri else None

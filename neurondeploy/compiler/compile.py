@@ -42,6 +42,7 @@ from neurondeploy.compiler.cache import CompileCache, cache_key
 from neurondeploy.compiler.models import PREPROCESSOR_FILES, DigestMemo, LoadedModel, load_model
 from neurondeploy.compiler.smoke import smoke_reference
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.paths import file_in_the_way
 from neurondeploy.planner.artifact_target import artifact_sdk, compile_target
 from neurondeploy.planner.checks import refuse_errors
 from neurondeploy.specs import InferenceSpec, LoadedSpec
@@ -217,6 +218,13 @@ def compile_spec(
             "use float32, bfloat16 or float16 (fp8 is for the LLM containers' own loaders)",
         )
     dtype = TORCH_DTYPES[spec.model.dtype]
+    artifact_dir = Path(out_dir) if out_dir else Path("artifacts") / spec.name
+    blocker = file_in_the_way(artifact_dir.parent)
+    if blocker is not None:  # found before minutes of tracing, not when the artifact is written
+        raise CompileError(
+            f"the artifact directory {artifact_dir} (--out) cannot be made: {blocker} is a file, not a directory",
+            "give --out a path whose parents are directories",
+        )
     started = time.perf_counter()
     chosen = select_backend(backend)
     target = compile_target(spec)
@@ -310,6 +318,5 @@ def compile_spec(
         compile_s=round(time.perf_counter() - started, 3),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-    artifact_dir = Path(out_dir) if out_dir else Path("artifacts") / spec.name
     _assemble(artifact_dir, files, model.preprocessor_dir, manifest)
     return CompileResult(artifact_dir, manifest, chosen.name, results, time.perf_counter() - started)

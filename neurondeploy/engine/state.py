@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.paths import default_state_path  # noqa: F401 (engine.state's public name too)
+from neurondeploy.paths import default_state_path, file_in_the_way  # noqa: F401 (engine.state's public name too)
 
 SCHEMA_VERSION = 1  # = len(MIGRATIONS): the newest schema this code knows
 
@@ -218,7 +218,7 @@ class StateStore:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            blocker = next((p for p in (path.parent, *path.parent.parents) if p.exists() and not p.is_dir()), None)
+            blocker = file_in_the_way(path.parent)
             if blocker is not None:
                 raise self._error(
                     f"cannot be created: {blocker} is a file, not a directory",
