@@ -12,6 +12,7 @@ from neurondeploy.resources.model import (
     content_hash,
     identity_digest,
     recorded_identity,
+    requests_hash,
 )
 from neurondeploy.resources.registry import registry
 
@@ -55,11 +56,15 @@ def reconcile(
         if record is not None and resource.name in gone:
             missing.add(resource.name)  # nothing to delete: its record goes and it is made again
             continue
-        unchanged = record is not None and record.create_hash == content_hash(resource)
+        # A record made before its resource declared an identity holds the requests' hash alone: the same requests
+        # are the same object (unchanged, or drifted and put back in place), other requests a new one.
+        legacy = record is not None and recorded_identity(record.create_hash) is None
+        same_requests = legacy and bool(resource.identity) and record.create_hash == requests_hash(resource.create)
+        unchanged = record is not None and (record.create_hash == content_hash(resource) or same_requests)
         if record is None or (unchanged and not following and resource.name not in drifted):
             continue
-        same_identity = bool(resource.identity) and recorded_identity(record.create_hash) == identity_digest(
-            resource.identity
+        same_identity = same_requests or (
+            bool(resource.identity) and recorded_identity(record.create_hash) == identity_digest(resource.identity)
         )
         if under_replaced:
             replaced.add(resource.name)

@@ -15,7 +15,7 @@ from neurondeploy.errors import PlanError
 from neurondeploy.resources.kinds import TAGGED, Attr, Caller, Describe, Expected, Kind, Sends, done, it, tagged
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, lookup, resource
 from neurondeploy.resources.naming import bucket_name, ec2_tags, partition
-from neurondeploy.resources.refs import ref
+from neurondeploy.resources.refs import find_refs, ref
 from neurondeploy.resources.retag import ec2_retag
 from neurondeploy.specs import Spec
 
@@ -365,13 +365,14 @@ def security_group_resources(spec: Spec, vpc_id: str, *, port: int, listener_por
         delete_security_group(alb),
         description="Load balancer security group",
     )
+    instances_group = _create_group(
+        spec, "instances", vpc_id, "neurondeploy instances: serving port from the load balancer only"
+    )
     instances_sg = resource(
         "sg-instances",
         "ec2:security-group",
         [
-            _create_group(
-                spec, "instances", vpc_id, "neurondeploy instances: serving port from the load balancer only"
-            ),
+            instances_group,
             Request(
                 "ec2",
                 "AuthorizeSecurityGroupIngress",
@@ -390,6 +391,10 @@ def security_group_resources(spec: Spec, vpc_id: str, *, port: int, listener_por
         ],
         delete_security_group(inst),
         description="Instance security group",
+        # The group is what CreateSecurityGroup names; its ingress rule converges in place (the kind's converge),
+        # so a changed or drifted rule never replaces the group, and with it the launch template and the fleet.
+        # A VPC this deployment makes is a ref: replacing it replaces what is in it, the group included.
+        identity=(spec.name, instances_group.params["Description"], *([] if find_refs(vpc_id) else [vpc_id])),
     )
     # Its own resource: the ALB group referring to the instance group and back would be a cycle.
     egress = resource(
@@ -518,6 +523,12 @@ def _compare_association(aws: Caller, table: dict, ids: Mapping, expected: Expec
     if mine and want is not None and mine[0].get("SubnetId") != want:
         return [f"associated with {mine[0].get('SubnetId')}, not {want}"]
     return []
+
+
+def converge_group_ingress(aws: Caller, ids: Mapping, expected: Expected) -> list[str]:
+    """:func:`converge_ingress` for a group whose create requests authorize its ingress; a group whose ingress is
+    its own resource (ec2:security-group-ingress) is left to that resource."""
+    return converge_ingress(aws, ids, expected) if expected.has("AuthorizeSecurityGroupIngress") else []
 
 
 def converge_ingress(aws: Caller, ids: Mapping, expected: Expected) -> list[str]:
@@ -799,6 +810,7 @@ KINDS = (
         # After release_security_groups (the sweep's): groups referring to each other delete in any order.
         delete=Sends(delete_security_group),
         uses=("ec2:vpc",),
+        converge=converge_group_ingress,
     ),
     Kind(
         "ec2:default-security-group",

@@ -105,6 +105,33 @@ def test_refresh_restores_what_was_deleted_or_added_out_of_band(world, artifact,
     assert operations(t) == []  # converged
 
 
+def test_a_drift_on_the_instances_security_group_rules_is_repaired_without_touching_the_fleet(
+    world, artifact, tmp_path, aws
+):  # noqa: F811
+    loaded, _ = world
+    state = StateStore(tmp_path / "state.db")
+    apply_once(loaded, state, artifact)
+    ec2 = aws.client("ec2")
+    group_id = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [f"{NAME}-instances"]}])[
+        "SecurityGroups"
+    ][0]["GroupId"]
+    before = group(aws)
+    # A rule added by hand, and the rule from the load balancer revoked by hand.
+    ssh = [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}]
+    ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=ssh)
+    served = [p for p in ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"][0]["IpPermissions"]]
+    served = [p for p in served if p.get("FromPort") != 22]
+    ec2.revoke_security_group_ingress(GroupId=group_id, IpPermissions=served)
+    _, t = apply_once(loaded, state, artifact)
+    made = operations(t)
+    assert not [op for op in made if "AutoScaling" in op or "LaunchTemplate" in op], made
+    assert set(made) <= {"RevokeSecurityGroupIngress", "AuthorizeSecurityGroupIngress"}, made
+    after = group(aws)
+    assert after["LaunchTemplate"] == before["LaunchTemplate"] and after["CreatedTime"] == before["CreatedTime"]
+    _, t = apply_once(loaded, state, artifact)
+    assert operations(t) == []  # converged
+
+
 @pytest.mark.slow
 def test_apply_without_a_terminal_or_yes_changes_nothing_and_prints_the_diff(world, artifact, tmp_path, aws):  # noqa: F811
     loaded, zone = world
