@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -44,6 +43,7 @@ from neurondeploy.replay.image_stack import ImageStack, image_stack, installed_o
 from neurondeploy.replay.sandbox import (
     ReplayError,
     Started,
+    free_port,
     host_path,
     process_env,
     python_standin,
@@ -89,12 +89,6 @@ class HostedContainer:
 
     def stop(self) -> None:
         self.container.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 DLC_REPOSITORY = "pytorch-inference-neuronx"

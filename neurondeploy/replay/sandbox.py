@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -32,6 +33,13 @@ STOP_GRACE_S = 20
 
 class ReplayError(NeurondeployError):
     exit_code = 9
+
+
+def free_port() -> int:
+    """A loopback port no one listens on now: where a replayed container's fixed port (8080, 29500) goes here."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def host_path(root: Path, path: str) -> Path:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sys
 import threading
 import time
@@ -42,6 +41,7 @@ from neurondeploy.replay.image_stack import ImageStack, installed_overlay
 from neurondeploy.replay.sandbox import (
     ReplayError,
     Started,
+    free_port,
     host_path,
     pack,
     process_env,
@@ -356,12 +356,6 @@ def _prepare_host(
         aws=True,  # the execution role, stood in for by the caller's credentials
     )
     return HostRun(host, opt_ml, with_host_names([str(venv / "bin" / "train")], names), env, sync, downloaded)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def replay_training_job(
