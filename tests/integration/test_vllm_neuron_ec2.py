@@ -14,7 +14,7 @@ import pytest
 import yaml
 from support.cli import run_cli
 from support.ec2_deployment import FIXTURES, REPO
-from support.sagemaker import push_image
+from support.sagemaker import push_image, transport
 
 from integration.test_vllm_neuron import ARCHITECTURE, WRAPPER, compile_remotely
 from integration.test_vllm_neuron import _spec as vllm_spec
@@ -131,7 +131,7 @@ def test_compile_remote_then_apply_on_ec2_boots_instances_that_serve_the_compile
     refused = run_cli(*apply, env=env)
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode != 0 and len(lines) == 1 and "no model built by compile --remote" in lines[0]
-    assert find_leftovers(_transport(), NAME) == []
+    assert find_leftovers(transport(), NAME) == []
 
     job = compile_remotely(aws, spec, tmp_path, env, image=WRAPPER, secret=arn)
     applied = run_cli(*apply, "--json", env=env)
@@ -168,10 +168,4 @@ def test_compile_remote_then_apply_on_ec2_boots_instances_that_serve_the_compile
     assert reapplied.returncode == 0 and json.loads(reapplied.stdout)["mutating_calls"] == 0, reapplied.stderr
     gone = run_cli("destroy", NAME, "--yes", "--state", state, env=env)
     assert gone.returncode == 0, gone.stderr
-    assert find_leftovers(_transport(), NAME) == []
-
-
-def _transport():
-    from support.sagemaker import transport
-
-    return transport()
+    assert find_leftovers(transport(), NAME) == []
