@@ -5,6 +5,7 @@ update to it is rolled back by SageMaker with the old config still serving; appl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -16,7 +17,7 @@ from neurondeploy.aws.transport import AwsTransport
 from neurondeploy.engine.executor import ApplyFailed
 from neurondeploy.engine.state import StateStore
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.manifest import read_manifest
+from neurondeploy.manifest import read_manifest, write_manifest
 from neurondeploy.ops.apply import apply
 from neurondeploy.ops.smoke import smoke_deployment
 from neurondeploy.standin import CPU_STANDIN_ENV, CPU_STANDIN_REASON
@@ -25,11 +26,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def broken_copy(artifact, root):
-    """The artifact with its compiled module cut short: it packs and uploads like any other, and cannot load."""
+    """The artifact with its compiled module cut short, and its manifest naming those bytes (apply refuses a module
+    that does not match its manifest): it packs and uploads like any other, and cannot load."""
     broken = root / "broken-artifact"
     shutil.copytree(artifact, broken)
     (module,) = (broken / "buckets").glob("*.pt")
     module.write_bytes(module.read_bytes()[:100])
+    manifest = read_manifest(broken)
+    (bucket,) = manifest.buckets
+    bucket.sha256 = hashlib.sha256(module.read_bytes()).hexdigest()
+    write_manifest(broken, manifest)
     return broken
 
 
