@@ -189,9 +189,8 @@ def apply_spec(
                 f"({(ctx.toolkit_sha256 or '')[:16]}): the installed package changed while applying",
                 "run apply again",
             )
-        for uri in upload_toolkit(
-            transport, artifact_uri(spec, ctx), wheel
-        ):  # beside the artifact, or where it would be
+        # Beside the artifact, or where it would be (an LLM server's instances have none).
+        for uri in upload_toolkit(transport, artifact_uri(spec, ctx), wheel):
             on_event(f"uploaded {uri}")
     executor = Executor(transport, state, parallel=parallel, on_event=on_event)
     with state.lock(spec.name, spec.region, spec.kind):  # re-entered by the executor

@@ -77,8 +77,12 @@ _RESOURCE_COLUMNS = (
     "create_requests",
 )
 # Each JSON column's shape: (its type, the type of its items when a list), as the engine reads it.
-_JSON_COLUMNS = {"outputs": (dict, None), "delete_requests": (list, dict), "depends_on": (list, str)}
-_JSON_COLUMNS["create_requests"] = (list, dict)
+_JSON_COLUMNS = {
+    "outputs": (dict, None),
+    "delete_requests": (list, dict),
+    "depends_on": (list, str),
+    "create_requests": (list, dict),
+}
 _JSON_NAMES = {dict: "an object", list: "a list", str: "a string"}
 _DEPLOYMENT_COLUMNS = ("name", "region", "kind", "spec_digest", "updated", "spec_json")
 

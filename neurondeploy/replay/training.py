@@ -52,6 +52,7 @@ from neurondeploy.replay.sandbox import (
     start,
 )
 from neurondeploy.resources.release import TRAINING_DLC
+from neurondeploy.resources.sagemaker_endpoint import image_repository
 
 OPT_ML = "/opt/ml"
 HOST = "algo-1"
@@ -251,7 +252,7 @@ def image_toolkit(job: dict) -> tuple[catalog.TrainingToolkit, ImageStack]:
     """The training toolkit inside the job's image (catalog.training_toolkit, by the image's release) and the
     packages a replay installs for it."""
     image = job["AlgorithmSpecification"]["TrainingImage"]
-    repository, _, tag = image.rsplit("/", 1)[-1].partition(":")
+    repository, tag = image_repository(image), image.rsplit(":", 1)[-1]
     row = next((r for r in catalog.dlc_releases() if (r.repository, r.tag) == (repository, tag)), None)
     toolkit = catalog.training_toolkit(row.sdk) if row and repository == TRAINING_DLC else None
     if toolkit is None:
