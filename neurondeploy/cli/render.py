@@ -35,8 +35,9 @@ def render_plan(plan, console) -> None:
         mark = "[cyan]<=[/]" if resource.lookup else "[green]+[/]"
         console.print(f"{mark} [bold]{resource.name}[/] ({resource.type}){after}")
         _render_requests(resource, console)
-    for resource in plan.shared:  # made by apply when missing, kept by destroy: shared with other deployments
-        console.print(f"[green]+[/] [bold]{resource.name}[/] ({resource.type})  [dim]shared, if missing[/]")
+    for resource in plan.shared:  # made by apply when missing; the bucket is shared with other deployments
+        what = "this state's, released by destroy" if resource.type == "s3:object" else "shared, if missing"
+        console.print(f"[green]+[/] [bold]{resource.name}[/] ({resource.type})  [dim]{what}[/]")
         _render_requests(resource, console)
     for request in (r for resource in plan.resources + plan.shared for r in resource.requests if not r.validated):
         for problem in request.problems:

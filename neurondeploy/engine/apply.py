@@ -17,6 +17,7 @@ from pathlib import Path
 from neurondeploy.archive import artifact_digest
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.engine.changes import Changes, changes
+from neurondeploy.engine.claims import take_claim
 from neurondeploy.engine.destroy import sweep_leftovers
 from neurondeploy.engine.executor import ApplyResult, Executor
 from neurondeploy.engine.model_bundle import dlc_model_dir
@@ -174,12 +175,12 @@ def apply_spec(
         )
         if planned.pending or upload or found.ours:
             review(planned, upload[1] if upload else None)
+    # The name is this state's before anything of it is made: of two states applying together, one goes on.
+    take_claim(transport, ensure_bucket(transport, spec.region, ctx), spec.name, state.lineage, str(state.path))
     if upload is not None:
-        ensure_bucket(transport, spec.region, ctx)
         upload_artifact(transport, *upload)
         on_event(f"uploaded the artifact to {upload[1]}")
     if needs_toolkit(loaded):  # instances install this exact build from the bucket (user data checks its sha256)
-        ensure_bucket(transport, spec.region, ctx)
         wheel = toolkit_wheel()  # with its constraints for the instances' Python, as the plan names them
         instances = instance_piece(spec, ctx.ami_ssm_parameter)
         wheel = dataclasses.replace(wheel, constraints=target_constraints(wheel.constraints, instances))

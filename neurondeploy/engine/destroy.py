@@ -7,7 +7,8 @@
    answers with a bounded backoff (a deleted ALB's or instance's network interfaces hold a security group for
    minutes on AWS).
 3. verification: find_leftovers again; what it finds is ``remaining``. Only when nothing remains and nothing
-   failed is the deployment forgotten from state.
+   failed is the deployment forgotten from state, and its claim on the name released
+   (:mod:`neurondeploy.engine.claims`).
 
 With nothing recorded (state was lost, the leak was never recorded, or an import) and no zone named, every hosted zone of
 the account is searched for this deployment's ownership records.
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 
 from neurondeploy.aws.errors import is_retryable
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.engine.claims import release_claim, shared_bucket_of
 from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.ownership import NEVER_ORPHANS, OwnedElsewhere
 from neurondeploy.engine.state import DeploymentLocked, DeploymentState, StateStore
@@ -147,6 +149,12 @@ def destroy(
         swept, remaining = sweep_and_verify()
     for leftover in remaining:
         say(f"still present: {leftover.type} {leftover.id} ({leftover.detail})")
+    if not remaining and not errors:  # nothing of it is left: the name is free for any state
+        try:
+            if release_claim(transport, shared_bucket_of(transport), name, state.lineage):
+                say(f"released the claim on {name}")
+        except AwsCallError as exc:
+            errors.append(f"releasing the claim on {name}: {exc.message}")
     return DestroyReport(deleted, swept, remaining, errors)
 
 

@@ -403,10 +403,14 @@ class Executor:
         start = progress.get("done", 0) if progress.get("hash") == wanted else 0
         self.on_event(f"{'resuming the update of' if start else 'updating'} {resource.name} ({resource.type}) in place")
         converge = getattr(registry().get(resource.type), "converge", None)
-        if not resource.update and converge is not None:
+        # Requests unchanged: a drift, put back by the kind's converge where it has one (a fixed variant's count is
+        # one UpdateEndpointWeightsAndCapacities; UpdateEndpoint would replace the endpoint's instances).
+        repair = converge is not None and recorded.create_hash == wanted
+        if converge is not None and (not resource.update or repair):
             self._converge(resource, recorded, converge, _values(outputs, resource.name, own))
-        for index in range(start, len(resource.update)):
-            request = resource.update[index]
+        updates = [] if repair else resource.update
+        for index in range(start, len(updates)):
+            request = updates[index]
             if request.when and not _changed(request.when, recorded, resource, _values(outputs, resource.name, own)):
                 continue
             params = self._resolve(resource, request.params, _values(outputs, resource.name, own))

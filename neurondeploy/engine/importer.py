@@ -4,7 +4,9 @@ neurondeploy) into this state, as Terraform's ``import`` does.
 Everything that carries ``neurondeploy:deployment=NAME`` is given this state's lineage (tags; the ownership TXT
 record is rewritten), and the deployment is recorded here with its region. The next ``apply SPEC`` then adopts
 each object as the resource its ``neurondeploy:resource`` tag names (instead of making a second one) and puts
-back what differs from the spec; ``destroy NAME`` deletes it all. The other state, if it still exists, no longer
+back what differs from the spec; ``destroy NAME`` deletes it all. The deployment's claim on its name
+(:mod:`neurondeploy.engine.claims`) is rewritten for this state; with nothing in AWS, taking the claim over is the
+whole import. The other state, if it still exists, no longer
 owns any of it: its next apply or destroy is refused.
 """
 
@@ -13,11 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from neurondeploy.aws.transport import AwsTransport
+from neurondeploy.engine.claims import move_claim, read_claim
 from neurondeploy.engine.ownership import NEVER_ORPHANS
 from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.sweep import UNCHECKED, AwsCaller, Leftover, find_leftovers, zone_id
+from neurondeploy.engine.uploads import ensure_bucket
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.resources.kinds import Retag
+from neurondeploy.resources.model import PlanContext
+from neurondeploy.resources.naming import bucket_name
 from neurondeploy.resources.registry import registry
 from neurondeploy.resources.tags import DEPLOYMENT_TAG
 
@@ -45,11 +51,19 @@ def import_deployment(
             f"cannot import {name}: {unchecked[0].id} could not be read ({unchecked[0].detail})",
             "fix the permission or connectivity problem and import again; nothing was changed",
         )
+    account = transport.call("sts", "GetCallerIdentity", {})["Account"]
+    bucket = bucket_name(transport.region, PlanContext(account_id=account))
     if not found:
-        raise ImportRefused(
-            f"nothing in {transport.region} carries {DEPLOYMENT_TAG}={name}",
-            "check the name and --region (and --zone for its DNS records)",
-        )
+        claim = read_claim(transport, bucket, name)
+        if claim is None or claim.get("lineage") == state.lineage:
+            raise ImportRefused(
+                f"nothing in {transport.region} carries {DEPLOYMENT_TAG}={name}",
+                "check the name and --region (and --zone for its DNS records)",
+            )
+        # A claim whose state made nothing (and is lost, or is refused now): taking it over is the whole import.
+        move_claim(transport, bucket, name, state.lineage, str(state.path))
+        say(f"took over the claim on {name} from lineage {claim.get('lineage')}: nothing in AWS carries its tag")
+        return []
     kinds = registry()
     unknown = [
         item for item in found if item.type not in kinds or not (kinds[item.type].retag or kinds[item.type].tagless)
@@ -59,7 +73,6 @@ def import_deployment(
             f"cannot import {name}: nothing says how to give {unknown[0].type} {unknown[0].id} this state's lineage",
             "it was made by another neurondeploy version: import with that version; nothing was changed",
         )
-    account = transport.call("sts", "GetCallerIdentity", {})["Account"]
     context = Retag(name, state.lineage, transport.region, account, AwsCaller(transport))
     kind = "training" if any(item.type == "sagemaker:training-job" for item in found) else "inference"
     retagged: list[Leftover] = []
@@ -74,4 +87,6 @@ def import_deployment(
             transport.call(request.service, request.operation, request.params)
             say(f"imported {item.type} {item.id}")
             retagged.append(item)
+        ensure_bucket(transport, transport.region, PlanContext(account_id=account))
+        move_claim(transport, bucket, name, state.lineage, str(state.path))
     return retagged

@@ -23,7 +23,7 @@ from neurondeploy.resources.compute import startup_grace_s
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.model import Resource
 from neurondeploy.resources.release import DeploymentRelease, deployment_release
-from neurondeploy.resources.s3 import shared_bucket_resource
+from neurondeploy.resources.s3 import claim_resource, shared_bucket_resource
 from neurondeploy.resources.validation import validate_request
 from neurondeploy.specs import LoadedSpec, load_spec
 from neurondeploy.wheel import constraints_for, toolkit_identity
@@ -87,8 +87,8 @@ class Plan(BaseModel):
     cost: Cost
     release: PlannedRelease = Field(description="the Neuron SDK release every piece of the deployment comes from")
     resources: list[PlannedResource]
-    # What the deployment uses but does not own (the account's shared bucket): made by apply when missing, never
-    # destroyed, not counted in request_count.
+    # What the deployment uses but does not own (the account's shared bucket, and the deployment's claim on its name
+    # there): made by apply when missing, not counted in request_count.
     shared: list[PlannedResource] = Field(default_factory=list)
     request_count: int
     validated_count: int
@@ -137,8 +137,11 @@ def _planned_resource(resource: Resource) -> PlannedResource:
 
 
 def shared_resources(spec, ctx, resources: list[Resource]) -> list[Resource]:
-    """The shared bucket, when any request of the deployment names it (sources, artifacts, outputs)."""
+    """The shared bucket, when any request of the deployment names it (sources, artifacts, outputs) or apply claims
+    the deployment's name there (every endpoint: neurondeploy.engine.claims), and that claim."""
     bucket = shared_bucket_resource(spec.region, ctx)
+    if spec.kind == "inference":
+        return [bucket, claim_resource(spec.region, ctx, spec.name)]
     name = bucket.create[0].params["Bucket"]
     named = json.dumps([[r.params for r in resource.create] for resource in resources], default=str)
     return [bucket] if name in named else []

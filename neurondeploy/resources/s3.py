@@ -103,3 +103,42 @@ def shared_bucket_resource(region: str, ctx: PlanContext) -> Resource:
             "made by the first apply, train or compile --remote that needs it; never destroyed"
         ),
     )
+
+
+CLAIMS_PREFIX = "claims/"
+
+
+def claim_key(name: str) -> str:
+    return f"{CLAIMS_PREFIX}{name}.json"
+
+
+def claim_request(bucket: str, name: str, body: bytes | None = None, *, only_if_absent: bool = True) -> Request:
+    """The PutObject that claims deployment ``name`` (neurondeploy.engine.claims). ``If-None-Match: *``: of two
+    writers exactly one succeeds (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html)."""
+    params = {
+        "Bucket": bucket,
+        "Key": claim_key(name),
+        "ContentType": "application/json",
+        "ServerSideEncryption": "AES256",
+    }
+    if body is not None:
+        params["Body"] = body
+    if only_if_absent:
+        params["IfNoneMatch"] = "*"
+    return Request("s3", "PutObject", params)
+
+
+def claim_resource(region: str, ctx: PlanContext, name: str) -> Resource:
+    """The deployment's claim on its name, as plan shows it: in the shared bucket, written before the first create."""
+    bucket = bucket_name(region, ctx)
+    return resource(
+        "deployment-claim",
+        "s3:object",
+        [claim_request(bucket, name)],
+        taggable=False,
+        description=(
+            f"Claim on the name {name} in this account and region (s3://{bucket}/{claim_key(name)}, naming this "
+            "state's lineage): written once, before the first create, only if absent; another state's apply is "
+            "refused; destroy deletes it, import takes it over"
+        ),
+    )

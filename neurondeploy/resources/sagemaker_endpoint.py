@@ -445,15 +445,64 @@ def endpoint_scaling_resource(spec: InferenceSpec, instance_type: str) -> Resour
 # --- kinds: how drift describes them, how the sweep finds and deletes leftovers (resources.kinds) ----------------
 
 
+def moved_fixed_variants(aws: Caller, endpoint: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """``{variant: (desired now, its config's initial count)}`` for each variant whose desired instance count moved
+    and that no scalable target scales: the console's "Update weights and capacity"
+    (UpdateEndpointWeightsAndCapacities) changes the count without a new config. An autoscaled variant's count is
+    its scaling's to move, within the target's min and max (compared on the scalable target)."""
+    config = aws.call("sagemaker", "DescribeEndpointConfig", {"EndpointConfigName": endpoint["EndpointConfigName"]})
+    initial = {v["VariantName"]: v.get("InitialInstanceCount") for v in (config or {}).get("ProductionVariants", [])}
+    moved = {
+        variant["VariantName"]: (variant["DesiredInstanceCount"], initial[variant["VariantName"]])
+        for variant in endpoint.get("ProductionVariants", [])
+        if initial.get(variant["VariantName"]) is not None
+        and variant.get("DesiredInstanceCount") not in (None, initial[variant["VariantName"]])
+    }
+    if not moved:
+        return {}
+    ids = [f"endpoint/{endpoint['EndpointName']}/variant/{variant}" for variant in moved]
+    targets = aws.call(
+        "application-autoscaling", "DescribeScalableTargets", {"ServiceNamespace": "sagemaker", "ResourceIds": ids}
+    )
+    scaled = {target["ResourceId"].rsplit("/", 1)[-1] for target in (targets or {}).get("ScalableTargets", [])}
+    return {variant: counts for variant, counts in moved.items() if variant not in scaled}
+
+
+def _fixed_variant_drift(aws: Caller, endpoint: dict, ids: Mapping[str, Any], expected: Expected) -> list[str]:
+    return [
+        f"variant {variant}: desired instance count is {have}, expected {want} (its endpoint config's; nothing "
+        "scales it: changed outside the tool)"
+        for variant, (have, want) in moved_fixed_variants(aws, endpoint).items()
+    ]
+
+
 def converge_endpoint(aws: Caller, ids: Mapping[str, Any], expected: Expected) -> list[str]:
     """The endpoint serving the config its create request names, whatever it serves now: how an update that failed
     its smoke test goes back to the previous config (its objects are still there: blue/green deletes them only
     after). UpdateEndpoint without RetainAllVariantProperties takes that config's own variant settings; SageMaker
-    finishes it InService, and the config it then shows is checked, as an update's is."""
+    finishes it InService, and the config it then shows is checked, as an update's is. On the right config, a
+    fixed-size variant's instance count changed in the console is put back (UpdateEndpointWeightsAndCapacities)."""
     name, config = ids["EndpointName"], expected.value("CreateEndpoint", "EndpointConfigName")
     live = aws.call("sagemaker", "DescribeEndpoint", {"EndpointName": name}) or {}
     if live.get("EndpointConfigName") == config:
-        return []
+        moved = moved_fixed_variants(aws, live)
+        if not moved:
+            return []
+        aws.call(
+            "sagemaker",
+            "UpdateEndpointWeightsAndCapacities",
+            {
+                "EndpointName": name,
+                "DesiredWeightsAndCapacities": [
+                    {"VariantName": variant, "DesiredInstanceCount": want} for variant, (_, want) in moved.items()
+                ],
+            },
+        )
+        aws.wait("sagemaker", "EndpointInService", {"EndpointName": name})
+        return [
+            f"variant {variant}: instance count put back from {have} to {want}"
+            for variant, (have, want) in moved.items()
+        ]
     aws.call("sagemaker", "UpdateEndpoint", {"EndpointName": name, "EndpointConfigName": config})
     aws.wait("sagemaker", "EndpointInService", {"EndpointName": name})
     now = (aws.call("sagemaker", "DescribeEndpoint", {"EndpointName": name}) or {}).get("EndpointConfigName")
@@ -530,6 +579,7 @@ KINDS = (
             Request("sagemaker", "DescribeEndpoint", {"EndpointName": it("EndpointName")}),
             "@",
             (Attr("endpoint config", "EndpointConfigName", "CreateEndpoint", "EndpointConfigName"),),
+            extra=_fixed_variant_drift,
             gone=("EndpointStatus", ("Deleting",)),
             bad=("EndpointStatus", ("Failed", "OutOfService")),
             tags=tags_by_arn("EndpointArn"),

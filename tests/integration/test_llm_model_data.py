@@ -10,7 +10,17 @@ import tarfile
 
 import pytest
 import torch
-from support.sagemaker import REPO, Live, apply, destroy_and_prove_empty, expected, load, operations
+from support.sagemaker import (
+    REPO,
+    Live,
+    apply,
+    destroy_and_prove_empty,
+    expected,
+    load,
+    objects,
+    only_the_claim_written,
+    operations,
+)
 
 from neurondeploy.engine.state import StateStore
 
@@ -83,8 +93,9 @@ def test_a_training_job_or_an_s3_uri_is_served_where_it_lies(sagemaker_world, tm
     source = "path: ../.neurondeploy/train/tiny-lm/model"
     by_job = load(tmp_path, TEMPLATE, "job", **{source: "training_job: tiny-lm-20261204T170000Z"})
     state = StateStore(tmp_path / "state.db")
-    _, first = apply(by_job, state, None)
-    assert "PutObject" not in operations(first)  # the job's model.tar.gz is used where it is
+    before = objects(sagemaker_world)
+    apply(by_job, state, None)
+    assert only_the_claim_written(sagemaker_world, before, "tiny-lm-serve")  # the job's model.tar.gz, where it is
     live = Live(sagemaker_world, "tiny-lm-serve")
     config = live.sm.describe_endpoint_config(EndpointConfigName=live.endpoint()["EndpointConfigName"])
     container = live.sm.describe_model(ModelName=config["ProductionVariants"][0]["ModelName"])["PrimaryContainer"]
@@ -101,8 +112,9 @@ def test_a_training_job_or_an_s3_uri_is_served_where_it_lies(sagemaker_world, tm
     destroy_and_prove_empty(sagemaker_world, state, "tiny-lm-serve")
 
     by_uri = load(tmp_path, TEMPLATE, "uri", **{source: "s3_uri: s3://models-bucket/tiny/model.tar.gz"})
-    _, sent = apply(by_uri, state, None)
-    assert "PutObject" not in operations(sent)
+    before = objects(sagemaker_world)
+    apply(by_uri, state, None)
+    assert only_the_claim_written(sagemaker_world, before, "tiny-lm-serve")
     config = live.sm.describe_endpoint_config(EndpointConfigName=live.endpoint()["EndpointConfigName"])
     container = live.sm.describe_model(ModelName=config["ProductionVariants"][0]["ModelName"])["PrimaryContainer"]
     assert container["ModelDataUrl"] == "s3://models-bucket/tiny/model.tar.gz"

@@ -10,7 +10,7 @@ import json
 
 import pytest
 from support.cli import run_cli
-from support.ec2_deployment import AMI_PARAMETER, NAME, tagged, transport
+from support.ec2_deployment import NAME, apply_args, tagged, transport
 
 from neurondeploy.engine.ownership import NEVER_ORPHANS
 from neurondeploy.engine.state import StateStore
@@ -24,22 +24,6 @@ pytestmark = [
 @pytest.fixture(autouse=True)
 def _tags(launch_template_tags):
     """moto's launch template tags gap (conftest): `import` retags the template."""
-
-
-def apply_args(loaded, artifact_dir) -> list[str]:
-    return [
-        "apply",
-        loaded.source.file,
-        "--artifact",
-        str(artifact_dir),
-        "--ami-ssm-parameter",
-        AMI_PARAMETER,
-        "--wait-delay-s",
-        "1",
-        "--yes",
-        "--json",
-        "--no-smoke",  # moto runs no load balancer to send it through (test_smoke.py covers it)
-    ]
 
 
 def live(zone) -> set[tuple[str, str, str | None]]:

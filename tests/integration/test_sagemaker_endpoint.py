@@ -21,6 +21,8 @@ from support.sagemaker import (
     destroy_and_prove_empty,
     expected,
     load,
+    objects,
+    only_the_claim_written,
     operations,
     push_image,
 )
@@ -110,8 +112,9 @@ def test_vllm_endpoint_applied_reapplied_and_destroyed(sagemaker_world, tmp_path
     aws = sagemaker_world
     loaded = load(tmp_path, VLLM)
     state = StateStore(tmp_path / "state.db")
-    _, first = apply(loaded, state, None)
-    assert "PutObject" not in operations(first)  # the container loads the model from the Hub: no artifact
+    before = objects(aws)
+    apply(loaded, state, None)
+    assert only_the_claim_written(aws, before, "llama3-8b")  # the container loads the model from the Hub: no artifact
 
     ctx, model_request, config_request = expected(loaded)
     live = Live(aws, "llama3-8b")
@@ -415,3 +418,43 @@ def test_apply_refuses_before_creating_anything_when_the_llm_wrapper_image_is_no
     with pytest.raises(ApplyError, match="ImageNotFoundException"):
         apply(loaded, StateStore(tmp_path / "state.db"), None)
     assert aws.client("sagemaker").list_models()["Models"] == []
+
+
+def test_drift_reports_a_fixed_size_variant_s_instance_count_changed_in_the_console(
+    sagemaker_world, artifact, tmp_path
+):
+    """The console's "Update weights and capacity" (UpdateEndpointWeightsAndCapacities) on a variant nothing scales
+    is a drift; on an autoscaled variant, a count between its target's min and max is scaling at work."""
+    aws = sagemaker_world
+    autoscaling = (
+        "  autoscaling:\n    min_instances: 1\n    max_instances: 4\n    target_invocations_per_instance: 3000\n"
+    )
+    fixed = load(tmp_path, MINILM, "fixed", **{autoscaling: ""})
+    state = StateStore(tmp_path / "state.db")
+    apply(fixed, state, artifact)
+    assert drift("minilm-embed", transport(), state) == []
+    sm = Live(aws, "minilm-embed").sm
+    sm.update_endpoint_weights_and_capacities(
+        EndpointName="minilm-embed",
+        DesiredWeightsAndCapacities=[{"VariantName": "AllTraffic", "DesiredInstanceCount": 3}],
+    )
+    (item,) = drift("minilm-embed", transport(), state)
+    assert (item.resource, item.kind) == ("endpoint", "changed"), item
+    assert "variant AllTraffic: desired instance count is 3, expected 1" in item.detail, item.detail
+    _, t = apply(fixed, state, artifact)  # re-apply puts the count back in place: no new config, no new endpoint
+    assert operations(t) == ["UpdateEndpointWeightsAndCapacities"], operations(t)
+    assert Live(aws, "minilm-embed").endpoint()["ProductionVariants"][0]["DesiredInstanceCount"] == 1
+    assert drift("minilm-embed", transport(), state) == []
+    destroy_and_prove_empty(aws, state, "minilm-embed")
+
+
+def test_drift_leaves_an_autoscaled_variant_s_instance_count_to_its_scaling(sagemaker_world, artifact, tmp_path):
+    aws = sagemaker_world
+    state = StateStore(tmp_path / "state.db")
+    apply(load(tmp_path, MINILM), state, artifact)
+    Live(aws, "minilm-embed").sm.update_endpoint_weights_and_capacities(
+        EndpointName="minilm-embed",
+        DesiredWeightsAndCapacities=[{"VariantName": "AllTraffic", "DesiredInstanceCount": 3}],
+    )
+    assert drift("minilm-embed", transport(), state) == []  # 3 is within the target's 1..4: scaling's to move
+    destroy_and_prove_empty(aws, state, "minilm-embed")

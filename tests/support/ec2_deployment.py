@@ -105,6 +105,23 @@ def artifact_key(directory) -> str:
     return f"{NAME}/artifact/model-{artifact_digest(directory)[:16]}.tar.gz"
 
 
+def apply_args(loaded, artifact_dir) -> list[str]:
+    """`neurondeploy apply` of the template through the CLI, as the ownership and claim tests run it."""
+    return [
+        "apply",
+        loaded.source.file,
+        "--artifact",
+        str(artifact_dir),
+        "--ami-ssm-parameter",
+        AMI_PARAMETER,
+        "--wait-delay-s",
+        "1",
+        "--yes",
+        "--json",
+        "--no-smoke",  # moto runs no load balancer to send it through (test_smoke.py covers it)
+    ]
+
+
 def transport() -> AwsTransport:
     return AwsTransport("us-east-1", wait_delay_s=1, wait_attempts=5)
 

@@ -28,6 +28,7 @@ from neurondeploy.engine.sweep import find_leftovers
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources import sagemaker_endpoint as rq
 from neurondeploy.resources.release import serving_piece
+from neurondeploy.resources.s3 import claim_key
 from neurondeploy.specs import load_spec, parse_spec
 from neurondeploy.wheel import toolkit_wheel
 from support.ec2_deployment import REPO, FaultyTransport, transport  # noqa: F401  (shared with its tests)
@@ -185,6 +186,21 @@ def apply(loaded, state, artifact_dir, t=None):
 
 def operations(t: AwsTransport) -> list[str]:
     return [call.operation for call in t.mutating_calls()]
+
+
+def objects(aws) -> set[str]:
+    """Every object in the emulated account's buckets, as ``bucket/key``."""
+    s3 = aws.client("s3")
+    return {
+        f"{bucket['Name']}/{item['Key']}"
+        for bucket in s3.list_buckets()["Buckets"]
+        for item in s3.list_objects_v2(Bucket=bucket["Name"]).get("Contents", [])
+    }
+
+
+def only_the_claim_written(aws, before: set[str], name: str) -> bool:
+    """Whether apply wrote nothing to S3 but the deployment's claim on its name (engine.claims): no upload."""
+    return {key.split("/", 1)[1] for key in objects(aws) - before} == {claim_key(name)}
 
 
 class FailingOperation(AwsTransport):

@@ -148,11 +148,19 @@ def test_a_sagemaker_type_without_an_ml_price_falls_back_to_ec2_and_says_it_is_a
 @pytest.mark.parametrize("template", ["minilm-ec2-alb.yaml", "minilm-sagemaker.yaml", "tiny-lm-train-local.yaml"])
 def test_plan_shows_the_shared_bucket_with_its_policy_and_versioning(template):
     plan = build_plan(load_spec(TEMPLATES[0].parent / template))
-    (bucket,) = plan.shared
+    bucket = plan.shared[0]
     operations = [request.operation for request in bucket.requests]
     assert {"CreateBucket", "PutPublicAccessBlock", "PutBucketPolicy", "PutBucketVersioning"} <= set(operations)
     assert all(request.validated for request in bucket.requests) and bucket.delete_requests == []
     assert "TLS only" in bucket.description and "never destroyed" in bucket.description
+    claims = [resource for resource in plan.shared if resource.name == "deployment-claim"]
+    if plan.kind == "inference":  # apply claims the name before its first create (engine.claims)
+        (claim,) = claims
+        (put,) = claim.requests
+        assert put.validated and put.params["IfNoneMatch"] == "*" and put.params["Key"] == f"claims/{plan.name}.json"
+        assert put.params["Bucket"] == bucket.requests[0].params["Bucket"]
+    else:
+        assert claims == []
 
 
 def test_plan_of_the_ec2_template_shows_its_secure_network_and_bucket():
