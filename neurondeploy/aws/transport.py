@@ -109,7 +109,7 @@ class AwsTransport:
     def call(self, service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         from botocore import xform_name
 
-        check_request(service, operation, params)
+        check_request(service, operation, params, self.region)
         try:
             client = self.client(service)  # inside: a client botocore cannot make (no region) is an AwsCallError
             self._log(service, operation)
@@ -178,7 +178,7 @@ class Transfer:
 
         if (service, operation) not in self.OPERATIONS:
             raise ValueError(f"Transfer sends {self.OPERATIONS}, not {service}:{operation}")
-        check_request(service, operation, params)
+        check_request(service, operation, params, self.transport.region)
         extra = {name: value for name, value in params.items() if name not in ("Bucket", "Key")}
         try:
             client = self.transport.client(service)

@@ -43,6 +43,7 @@ from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.naming import artifact_uri
 from neurondeploy.resources.release import instance_piece, serving_piece, target_constraints
 from neurondeploy.resources.sagemaker_endpoint import runs_on_dlc
+from neurondeploy.resources.validation import check_requests
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 from neurondeploy.wheel import toolkit_wheel
 
@@ -166,6 +167,7 @@ def apply_spec(
         # The digest is in what instances boot with: a changed artifact rolls the fleet.
         ctx = dataclasses.replace(ctx, artifact_s3_uri=uri, artifact_sha256=digest)
     resources = deployment_resources(spec, ctx)
+    check_requests(resources, spec.region)  # what AWS would refuse half-way is refused before the first change
     refreshed = refresh(spec.name, transport, state)
     for item in refreshed.items:
         on_event(f"refresh: {item.resource} ({item.type}) {item.kind}: {item.detail}")

@@ -44,6 +44,7 @@ from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.naming import source_uri
 from neurondeploy.resources.sagemaker_compile import JOB_RESOURCE as COMPILE_JOB_RESOURCE
 from neurondeploy.resources.sagemaker_training import training_job_resources
+from neurondeploy.resources.validation import check_requests
 from neurondeploy.specs import LoadedSpec, load_spec
 from neurondeploy.training.entry import source_directory, with_overrides
 from neurondeploy.training.local import LocalTrainingResult, run_local_training
@@ -87,7 +88,9 @@ def start_training_job(
 
     def build(run_id: str):
         ctx = plan_context(loaded, account_id=account, run_id=run_id, source_digest=digest[:16])
-        return ctx, training_job_resources(spec, ctx)
+        resources = training_job_resources(spec, ctx)
+        check_requests(resources, spec.region)  # refused here, before the source is uploaded
+        return ctx, resources
 
     def launch(run_id: str):
         ctx, resources = build(run_id)

@@ -372,6 +372,20 @@ def check_training_fit(
     )
 
 
+def check_training_figures(loaded: LoadedSpec) -> Iterable[Finding]:
+    """The hyperparameters the fit check reads are positive whole numbers when given: a 0 or a negative one would be
+    read as absent, and the memory estimate would pass a job that the script then runs with it."""
+    for name in training_memory.LOAD_FIGURES:
+        value = loaded.spec.hyperparameters.get(name)
+        if value is not None and training_memory.positive_int(value) is None:
+            yield error(
+                f"hyperparameters.{name}",
+                f"is {value!r}; it must be a positive whole number (the fit check sizes activations with it, and the "
+                "training script trains with it)",
+                f"set {name} to the value the script should train with, or remove it",
+            )
+
+
 def _model_split(arch: ModelArchitecture, tp: int, pp: int) -> Iterable[Finding]:
     """Whether the model splits as the layout asks, before a job finds out on every rank: Megatron tensor
     parallelism gives each rank whole query heads and an equal share of the MLP's columns, each pipeline stage at
@@ -849,6 +863,7 @@ CHECKS: dict[str, list[Check]] = {
         check_image,
         check_parallel_layout,
         check_entry_script,
+        check_training_figures,
         check_training_fit,
         check_parallel_compile,
         check_inter_container_encryption,
@@ -857,12 +872,14 @@ CHECKS: dict[str, list[Check]] = {
 
 
 def run_checks(loaded: LoadedSpec) -> list[Finding]:
-    findings = []
-    for check in CHECKS[loaded.spec.kind]:
-        for finding in check(loaded):
-            path = tuple(int(p) if p.isdigit() else p for p in finding.field.split("."))
-            finding.file, finding.line = loaded.source.file, loaded.source.line_of(path)
-            findings.append(finding)
+    return locate(loaded, [finding for check in CHECKS[loaded.spec.kind] for finding in check(loaded)])
+
+
+def locate(loaded: LoadedSpec, findings: list[Finding]) -> list[Finding]:
+    """``findings`` with the spec file and the line of the field each is about."""
+    for finding in findings:
+        path = tuple(int(p) if p.isdigit() else p for p in finding.field.split("."))
+        finding.file, finding.line = loaded.source.file, loaded.source.line_of(path)
     return findings
 
 

@@ -111,8 +111,8 @@ class Plan(BaseModel):
         return self.validated_count == self.request_count
 
 
-def _planned(request) -> PlannedRequest:
-    problems = validate_request(request.service, request.operation, request.params)
+def _planned(request, region: str) -> PlannedRequest:
+    problems = validate_request(request.service, request.operation, request.params, region)
     return PlannedRequest(
         service=request.service,
         operation=request.operation,
@@ -122,7 +122,7 @@ def _planned(request) -> PlannedRequest:
     )
 
 
-def _planned_resource(resource: Resource) -> PlannedResource:
+def _planned_resource(resource: Resource, region: str) -> PlannedResource:
     return PlannedResource(
         name=resource.name,
         type=resource.type,
@@ -131,8 +131,8 @@ def _planned_resource(resource: Resource) -> PlannedResource:
         taggable=resource.taggable,
         lookup=resource.is_lookup,
         hourly_usd=resource.hourly_usd,
-        requests=[_planned(r) for r in resource.create],
-        delete_requests=[_planned(r) for r in resource.delete],
+        requests=[_planned(r, region) for r in resource.create],
+        delete_requests=[_planned(r, region) for r in resource.delete],
     )
 
 
@@ -194,7 +194,7 @@ def build_plan(loaded: LoadedSpec) -> Plan:
     findings = refuse_errors(loaded)
     ctx = plan_context(loaded)
     resources = deployment_resources(loaded.spec, ctx)
-    planned = [_planned_resource(resource) for resource in resources]
+    planned = [_planned_resource(resource, loaded.spec.region) for resource in resources]
     requests = [r for resource in planned for r in resource.requests + resource.delete_requests]
     spec = loaded.spec
     return Plan(
@@ -207,7 +207,7 @@ def build_plan(loaded: LoadedSpec) -> Plan:
         cost=plan_cost(loaded, resources),
         release=_planned_release(deployment_release(spec, ctx.ami_ssm_parameter)),
         resources=planned,
-        shared=[_planned_resource(resource) for resource in shared_resources(spec, ctx, resources)],
+        shared=[_planned_resource(resource, spec.region) for resource in shared_resources(spec, ctx, resources)],
         request_count=len(requests),
         validated_count=sum(r.validated for r in requests),
         before_apply=before_apply(loaded),

@@ -50,6 +50,7 @@ _CONFIG_KEYS = {
     "experts_per_token": ("num_experts_per_tok", "moe_topk"),
     "expert_intermediate_size": ("moe_intermediate_size",),
 }
+_ZERO_MEANS_UNUSED = {"experts", "experts_per_token", "expert_intermediate_size"}
 _GATED_MODEL_TYPES = {
     "llama",
     "llama4_text",
@@ -107,7 +108,13 @@ def architecture_from_config_values(
     config = config.get("text_config", config)
     values: dict = {}
     for name, keys in _CONFIG_KEYS.items():
-        # 0 or null means "not used" in some configs (dense Qwen3 has num_experts_per_tok: 0)
+        # 0 or null means "not used" in the MoE keys of some configs (dense Qwen3 has num_experts_per_tok: 0), null
+        # means "the default" in others (GPT-2's n_inner); a 0 anywhere else is a broken config, not a default.
+        zero = next((key for key in keys if config.get(key) == 0 and not isinstance(config.get(key), bool)), None)
+        if zero and name not in _ZERO_MEANS_UNUSED:
+            raise PlanError(
+                f"{where}: {zero} is 0", "fix config.json (a model has at least one), or set model.architecture"
+            )
         values[name] = next((config[key] for key in keys if config.get(key)), None)
     missing = [name for name in ("layers", "hidden_size", "attention_heads") if values[name] is None]
     if missing:

@@ -166,6 +166,10 @@ def first_fix(
     return "raise tensor_parallel / pipeline_parallel" + (f" (after: {', '.join(applied)})" if applied else "")
 
 
+# The hyperparameters training_load reads (planner.checks refuses a given one that is not a positive whole number).
+LOAD_FIGURES = ("sequence_length", "micro_batch_size", "global_batch_size")
+
+
 def training_load(hyperparameters: dict, dp: int, microbatches: int) -> TrainingLoad | None:
     """The load a spec's hyperparameters describe, or None when they do not give a sequence length.
 
@@ -173,18 +177,18 @@ def training_load(hyperparameters: dict, dp: int, microbatches: int) -> Training
     forward/backward, gradient accumulation making up the rest) wins; otherwise the reference script's split,
     ``global_batch_size / data_parallel`` cut into ``microbatches`` pipeline micro-batches, all in flight (GPipe).
     """
-    sequence = _positive_int(hyperparameters.get("sequence_length"))
+    sequence = positive_int(hyperparameters.get("sequence_length"))
     if sequence is None:
         return None
-    micro = _positive_int(hyperparameters.get("micro_batch_size"))
+    micro = positive_int(hyperparameters.get("micro_batch_size"))
     if micro is not None:
         return TrainingLoad(sequence, micro, microbatches)
-    global_batch = _positive_int(hyperparameters.get("global_batch_size")) or dp * microbatches
+    global_batch = positive_int(hyperparameters.get("global_batch_size")) or dp * microbatches
     per_rank = max(1, global_batch // dp)
     return TrainingLoad(sequence, max(1, per_rank // microbatches), microbatches)
 
 
-def _positive_int(value) -> int | None:
+def positive_int(value) -> int | None:
     if isinstance(value, bool):
         return None
     try:

@@ -23,20 +23,23 @@ import re
 import string
 import unicodedata
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from neurondeploy.errors import AwsRequestError
 from neurondeploy.paths import default_cache_dir
+from neurondeploy.resources.aws_rules import rule_problems
 from neurondeploy.resources.refs import contains_ref, is_ref
 
-__all__ = ["check_request", "validate_request", "matches_pattern", "uncompilable_patterns"]
+__all__ = ["check_request", "check_requests", "validate_request", "matches_pattern", "uncompilable_patterns"]
 
 
-def validate_request(service: str, operation: str, params: Mapping) -> list[str]:
-    """Every reason AWS would refuse ``params`` for ``service:operation``; empty when the request is valid.
+def validate_request(service: str, operation: str, params: Mapping, region: str | None = None) -> list[str]:
+    """Every reason AWS would refuse ``params`` for ``service:operation`` (sent to ``region``, when known); empty
+    when the request is valid: the service model's shapes, then the rules AWS states only in its documentation
+    (:mod:`neurondeploy.resources.aws_rules`).
 
     Each problem reads ``"<Operation>.<Field.Path[0].Sub>: <what is wrong>"``. Strings holding a ref
     (``${vpc.VpcId}``) skip pattern, length and enum checks; a whole-string ref may stand for any type.
@@ -53,12 +56,12 @@ def validate_request(service: str, operation: str, params: Mapping) -> list[str]
     if service == "route53" and isinstance(params, Mapping):
         params = _route53_ids(params, model["shapes"][input_ref["shape"]])
     checker.check(params, input_ref["shape"], "")
-    return checker.problems
+    return checker.problems + rule_problems(service, operation, params, region)
 
 
-def check_request(service: str, operation: str, params: Mapping) -> None:
+def check_request(service: str, operation: str, params: Mapping, region: str | None = None) -> None:
     """Raise :class:`AwsRequestError` when :func:`validate_request` finds any problem."""
-    problems = validate_request(service, operation, params)
+    problems = validate_request(service, operation, params, region)
     if not problems:
         return
     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -67,6 +70,14 @@ def check_request(service: str, operation: str, params: Mapping) -> None:
         hint="change the spec value named in the problem, or fix the request builder if the spec is right; "
         "all problems: " + "; ".join(problems),
     )
+
+
+def check_requests(resources: Iterable, region: str) -> None:
+    """Every create and update request of ``resources`` checked as the transport checks each call, all before the
+    first is sent: a request AWS would refuse half-way through an apply would leave what came before it made."""
+    for resource in resources:
+        for request in [*resource.create, *resource.update]:
+            check_request(request.service, request.operation, request.params, region)
 
 
 # --- service models -----------------------------------------------------------------------------------

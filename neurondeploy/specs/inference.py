@@ -22,6 +22,27 @@ MAX_STARTUP_S = 3600  # ContainerStartupHealthCheckTimeoutInSeconds' maximum (bo
 INSTANCE_TYPE_PATTERN = r"^(ml\.)?[a-z][a-z0-9]*\.[0-9]*[a-z0-9]+$"
 
 
+# The Hub's repository id rules, as huggingface_hub checks them before any request (validate_repo_id in
+# huggingface_hub/utils/_validators.py): "namespace/name" or "name", each part 1 to 96 of [A-Za-z0-9_.-], neither
+# starting nor ending with "-" or ".", no "--" or "..", not ending ".git". The Hub itself refuses the rest.
+HUB_REPO_PART_MAX = 96
+HUB_REPO_PART = re.compile(r"^(?![-.])[A-Za-z0-9_.-]+(?<![-.])$")
+
+
+def hub_repo_id_problem(value: str) -> str | None:
+    """Why the Hub would refuse ``value`` as a model id, or None."""
+    parts = value.split("/")
+    if len(parts) > 2:
+        return "a Hub id is name or namespace/name"
+    if any(len(part) > HUB_REPO_PART_MAX for part in parts):
+        return f"each part of a Hub id has at most {HUB_REPO_PART_MAX} characters"
+    if not all(HUB_REPO_PART.match(part) for part in parts):
+        return "a Hub id part is letters, digits, '_', '-' and '.', not starting or ending with '-' or '.'"
+    if "--" in value or ".." in value or value.endswith(".git"):
+        return "a Hub id has no '--' or '..' and does not end with '.git'"
+    return None
+
+
 def strip_ml_prefix(value: str) -> str:
     """SageMaker spells instance types ``ml.inf2.xlarge``; specs accept both and keep the EC2 spelling."""
     return value[3:] if value.startswith("ml.") else value
@@ -220,6 +241,16 @@ class ModelSpec(StrictModel):
         problem = control_character_problem(value) if value else None
         if problem:  # the OS refuses a NUL in a path; any control character is a copy-paste accident
             raise ValueError(f"the path {problem} (fix: write the path without control characters)")
+        return value
+
+    @field_validator("hf_model_id")
+    @classmethod
+    def _hub_repo_id(cls, value: str | None) -> str | None:
+        problem = hub_repo_id_problem(value) if value else None
+        if problem:
+            raise ValueError(
+                f"{value[:60]}{'...' if len(value) > 60 else ''}: {problem} (fix: copy the id from the model's Hub page)"
+            )
         return value
 
     @model_validator(mode="after")

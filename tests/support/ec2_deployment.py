@@ -122,6 +122,23 @@ def apply_args(loaded, artifact_dir) -> list[str]:
     ]
 
 
+def counts(aws, zone: str) -> dict[str, int]:
+    """What the moto server holds of the kinds a deployment makes, whoever made it."""
+    ec2, elbv2 = aws.client("ec2"), aws.client("elbv2")
+    records = aws.client("route53").list_resource_record_sets(HostedZoneId=zone)["ResourceRecordSets"]
+    return {
+        "vpcs": len([v for v in ec2.describe_vpcs()["Vpcs"] if not v.get("IsDefault")]),
+        "security groups": len(ec2.describe_security_groups()["SecurityGroups"]),
+        "certificates": len(aws.client("acm").list_certificates()["CertificateSummaryList"]),
+        "load balancers": len(elbv2.describe_load_balancers()["LoadBalancers"]),
+        "target groups": len(elbv2.describe_target_groups()["TargetGroups"]),
+        "auto scaling groups": len(aws.client("autoscaling").describe_auto_scaling_groups()["AutoScalingGroups"]),
+        "launch templates": len(ec2.describe_launch_templates()["LaunchTemplates"]),
+        "dns records": len([r for r in records if r["Type"] not in ("NS", "SOA")]),
+        "iam roles": len(aws.client("iam").list_roles()["Roles"]),
+    }
+
+
 def transport() -> AwsTransport:
     return AwsTransport("us-east-1", wait_delay_s=1, wait_attempts=5)
 
