@@ -238,7 +238,10 @@ def test_map_keys_and_values_are_checked():
         {
             "ModelName": "demo",
             "ExecutionRoleArn": "arn:aws:iam::123456789012:role/demo",
-            "PrimaryContainer": {"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/img:1", "Environment": {"OK": "1", "X" * 1025: "v", "N": 3}},
+            "PrimaryContainer": {
+                "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/img:1",
+                "Environment": {"OK": "1", "X" * 1025: "v", "N": 3},
+            },
         },
     )
     assert problems == [
