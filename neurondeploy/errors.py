@@ -5,6 +5,8 @@ The CLI prints ``error: <message> (hint: <hint>)`` and exits non-zero; traceback
 
 from __future__ import annotations
 
+import errno
+
 
 class NeurondeployError(Exception):
     """Base of every error the toolkit raises on purpose."""
@@ -51,3 +53,19 @@ class AwsRequestError(NeurondeployError):
 
 class CacheError(NeurondeployError):
     """The compile cache cannot be used: lock wait timed out, unknown entry, bad key or S3 URI, bad build output."""
+
+
+# What the OS says when a write finds no room: the device is full, or the user's quota is.
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(NeurondeployError):
+    """A write found no room; the message names the place, what is free and what is needed (``needed``, bytes,
+    when known). Made by :func:`neurondeploy.compiler.disk_space.disk_full`."""
+
+    exit_code = 1
+    needed: int | None = None
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS

@@ -13,7 +13,7 @@ import sys
 import warnings
 
 from neurondeploy import __version__
-from neurondeploy.errors import NeurondeployError, NeurondeployWarning
+from neurondeploy.errors import DiskFull, NeurondeployError, NeurondeployWarning, is_disk_full
 
 EXIT_INTERNAL = 70
 
@@ -419,6 +419,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug of ours: say so in one line; --debug shows where
         if args.debug:
             raise
+        if is_disk_full(exc):  # a write no place above named (those raise DiskFull): the OS's words, and the file
+            where = exc.filename or "a file this command writes"
+            print(
+                f"error: no space left on the device of {where} ({exc.strerror}) (fix: free space there)",
+                file=sys.stderr,
+            )
+            return DiskFull.exit_code
         missing = (getattr(exc, "name", None) or "").partition(".")[0] if isinstance(exc, ImportError) else ""
         extra = EXTRA_OF_OPTIONAL_MODULE.get(missing)
         if extra:

@@ -43,8 +43,9 @@ from typing import Any
 from neurondeploy.aws.errors import is_s3_missing, is_s3_missing_object
 from neurondeploy.aws.paging import Paged
 from neurondeploy.aws.transport import AwsCallError, AwsTransport, Transfer, default_region
+from neurondeploy.compiler.disk_space import disk_full
 from neurondeploy.compiler.locking import FileLock
-from neurondeploy.errors import CacheError, NeurondeployWarning
+from neurondeploy.errors import CacheError, DiskFull, NeurondeployWarning, is_disk_full
 from neurondeploy.paths import default_cache_dir, file_in_the_way
 
 RECORD_FILE = "entry.json"
@@ -54,6 +55,7 @@ _KEY_RE = re.compile(r"^[0-9a-f]{64}$")
 _HEX_RE = re.compile(r"^[0-9a-f]+$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
+CACHE_FULL_FIX = "free space there, or set NEURONDEPLOY_CACHE_DIR to a directory on a larger disk"
 
 
 class CacheWarning(NeurondeployWarning):
@@ -251,8 +253,12 @@ class CompileCache:
             _write_durably(staging / RECORD_FILE, raw)  # the record last: before it, this is no entry
             _fsync_dir(staging)
             self._commit(key, staging, files)
-        except BaseException:
+        except BaseException as exc:
+            written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
             shutil.rmtree(staging, ignore_errors=True)
+            if isinstance(exc, DiskFull) or is_disk_full(exc):  # said of the cache, not of a temporary file in it
+                needed = getattr(exc, "needed", None)
+                raise disk_full(self.root, needed or written, CACHE_FULL_FIX, at_least=needed is None) from None
             raise
         return _entry(key, self.entries_dir / key, record)
 

@@ -13,6 +13,7 @@ did (seconds, cache hits, when) is on the returned :class:`CompileResult` and it
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import time
@@ -38,10 +39,11 @@ from neurondeploy.compiler.backends import (
     neuron_compiler_args,
     select_backend,
 )
-from neurondeploy.compiler.cache import CompileCache, cache_key
+from neurondeploy.compiler.cache import CACHE_FULL_FIX, CompileCache, cache_key
+from neurondeploy.compiler.disk_space import disk_full, write_checked
 from neurondeploy.compiler.models import PREPROCESSOR_FILES, DigestMemo, LoadedModel, load_model
 from neurondeploy.compiler.smoke import smoke_reference
-from neurondeploy.errors import NeurondeployError
+from neurondeploy.errors import NeurondeployError, is_disk_full
 from neurondeploy.paths import file_in_the_way
 from neurondeploy.planner.artifact_target import artifact_sdk, compile_target
 from neurondeploy.planner.checks import refuse_errors
@@ -141,7 +143,11 @@ def _build_bucket(
         module = model.module.to(dtype)
         start = time.perf_counter()
         traced = backend.trace(module, inputs, compiler_args, workdir)
-        torch.jit.save(traced, str(directory / MODULE_FILE))
+        # Serialized in memory, then written only where it fits: torch's serializer aborts the process (SIGABRT
+        # from an uncaught C++ iostream error) when the disk fills under it.
+        serialized = io.BytesIO()
+        torch.jit.save(traced, serialized)
+        write_checked(directory / MODULE_FILE, serialized.getvalue(), fix=CACHE_FULL_FIX)
         trace_s = time.perf_counter() - start
         start = time.perf_counter()
         # Check the saved file, not the in-memory trace: that is what the server will load.
@@ -170,6 +176,23 @@ def _assemble(out_dir: Path, files: dict[str, Path], preprocessor: Path | None, 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
+    try:
+        _stage(staging, files, preprocessor, manifest)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)  # a half-copied artifact is no artifact
+        if not is_disk_full(exc):
+            raise
+        needed = sum(path.stat().st_size for path in [*files.values(), *_preprocessor_files(preprocessor)])
+        raise disk_full(out_dir, needed, "free space there, or give --out a directory on a larger disk") from None
+    _swap_in(out_dir, staging)
+
+
+def _preprocessor_files(preprocessor: Path | None) -> list[Path]:
+    return [preprocessor / name for name in PREPROCESSOR_FILES if preprocessor and (preprocessor / name).is_file()]
+
+
+def _stage(staging: Path, files: dict[str, Path], preprocessor: Path | None, manifest: Manifest) -> None:
+    """The artifact's files in ``staging``: hard links to the cache's where they share a filesystem, else copies."""
     (staging / "buckets").mkdir(parents=True)
     for relative, source in files.items():
         target = staging / relative
@@ -179,10 +202,13 @@ def _assemble(out_dir: Path, files: dict[str, Path], preprocessor: Path | None, 
             shutil.copy2(source, target)
     if preprocessor is not None:
         (staging / PREPROCESSOR_DIR).mkdir()
-        for name in PREPROCESSOR_FILES:
-            if (preprocessor / name).is_file():
-                shutil.copy2(preprocessor / name, staging / PREPROCESSOR_DIR / name)
+        for path in _preprocessor_files(preprocessor):
+            shutil.copy2(path, staging / PREPROCESSOR_DIR / path.name)
     write_manifest(staging, manifest)
+
+
+def _swap_in(out_dir: Path, staging: Path) -> None:
+    """The staged artifact in place of ``out_dir``'s: a reader sees the old one or the new one, whole."""
     if out_dir.exists():
         retired = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.old")
         out_dir.rename(retired)
