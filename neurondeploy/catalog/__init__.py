@@ -50,6 +50,7 @@ from neurondeploy.catalog.instances import (
     tp_backends,
     tp_tables,
 )
+from neurondeploy.catalog.nxd_training import nxd_training_examples, nxd_training_examples_source
 from neurondeploy.catalog.sdk import (
     Component,
     SdkRelease,
@@ -83,6 +84,8 @@ __all__ = [
     "dlamis",
     "dlamis_by_parameter",
     "training_toolkit",
+    "nxd_training_examples",
+    "nxd_training_examples_source",
     "TrainingToolkit",
     "DlcRelease",
     "dlc_releases",

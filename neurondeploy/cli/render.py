@@ -29,6 +29,13 @@ def render_plan(plan, console) -> None:
         console.print("[bold]before apply[/]:")
         for line in plan.before_apply:
             console.print(f"  {escape(line)}")
+    if plan.engine_config is not None:  # the whole file is in `plan --json`; its layout here
+        strategy, data = plan.engine_config["distributed_strategy"], plan.engine_config["data"]
+        layout = ", ".join(f"{key} {value}" for key, value in strategy.items())
+        console.print(
+            f"[bold]NxD Training config[/] (plan --json: engine_config): {escape(layout)}; micro-batch "
+            f"{data['micro_batch_size']}, global batch {data['global_batch_size']}"
+        )
     # One block per resource, like `terraform plan`: narrow terminals stay readable.
     for resource in plan.resources:
         after = f"  [dim]after {', '.join(resource.depends_on)}[/]" if resource.depends_on else ""

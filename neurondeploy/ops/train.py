@@ -181,6 +181,13 @@ def train(
             f"{loaded.path or loaded.spec.name} is an inference spec; train runs training specs",
             "use neurondeploy apply for endpoints",
         )
+    if loaded.spec.engine == "nxd-training":  # sized by validate and plan; rendering its config and launch is not
+        raise NeurondeployError(
+            f"{loaded.spec.name}: engine nxd-training is sized by validate and plan, but this neurondeploy does not "
+            "launch NxD Training yet (its config and entry are not rendered), locally or on SageMaker; nothing was "
+            "started",
+            "use engine: reference (the reference script, pipeline_parallel 1) to run the job",
+        )
     if local:
         result = run_local_training(
             loaded, processes=processes, work_dir=work_dir, hyperparameters=hyperparameters, on_event=on_event

@@ -21,6 +21,12 @@ NEW_ACCOUNTS = "new accounts have 0"
 def before_apply(loaded: LoadedSpec) -> list[str]:
     spec = loaded.spec
     lines = _artifact(loaded) if isinstance(spec, InferenceSpec) else []
+    if getattr(spec, "engine", None) == "nxd-training":
+        lines.append(
+            "engine nxd-training: the layout is sized as NxD Training runs it and its config is rendered "
+            "(engine_config), but the job's launch is not built yet: the job request below is the reference "
+            "script's launch, and `train` refuses this spec"
+        )
     command = "apply" if isinstance(spec, InferenceSpec) else "train"
     for need in quota_needs(spec):
         lines.append(

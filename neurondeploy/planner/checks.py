@@ -244,7 +244,8 @@ def _training_layout(spec: TrainingSpec, instance: catalog.InstanceType) -> Iter
             if total % model_parallel == 0
             else "remove data_parallel",
         )
-    if d.pipeline_parallel > 1 and d.microbatches < d.pipeline_parallel:
+    # NxD Training cuts each step into global_batch_size / (micro_batch_size × DP) micro-batches itself.
+    if spec.engine == "reference" and d.pipeline_parallel > 1 and d.microbatches < d.pipeline_parallel:
         yield warning(
             "distribution.microbatches",
             f"{d.microbatches} micro-batches for {d.pipeline_parallel} stages leaves stages idle",
@@ -341,20 +342,37 @@ def check_training_fit(
     spec: TrainingSpec, instance: catalog.InstanceType, arch: ModelArchitecture
 ) -> Iterable[Finding]:
     d = spec.distribution
-    layout_errors = list(_model_split(arch, d.tensor_parallel, d.pipeline_parallel))
+    replicates_kv = spec.engine == "nxd-training"  # its kv_replicator copies KV heads up to TP
+    layout_errors = list(_model_split(arch, d.tensor_parallel, d.pipeline_parallel, replicates_kv=replicates_kv))
     yield from layout_errors
     if any(finding.level == "error" for finding in layout_errors):
         return  # the memory of a split that cannot happen says nothing
     total = instance.neuron_cores * spec.instance_count
     dp = d.data_parallel or max(1, total // (d.tensor_parallel * d.pipeline_parallel))
-    load = training_memory.training_load(spec.hyperparameters, dp, d.microbatches)
+    stages = d.pipeline_parallel if spec.engine == "nxd-training" else None  # NxD Training's 1F1B schedule
+    load = training_memory.training_load(spec.hyperparameters, dp, d.microbatches, one_f_one_b_stages=stages)
+    selective = d.gradient_checkpointing and d.checkpoint_granularity == "selective"
     layout = training_memory.TrainingLayout(
-        d.tensor_parallel, d.pipeline_parallel, dp, d.zero1, d.precision, d.gradient_checkpointing
+        d.tensor_parallel,
+        d.pipeline_parallel,
+        dp,
+        d.zero1,
+        d.precision,
+        d.gradient_checkpointing and not selective,
+        d.sequence_parallel,
+        frozenset(d.recompute) if selective else frozenset(),
     )
     estimate = training_memory.training_memory(arch, instance.hbm_per_core_gib, layout, load)
     for note in estimate.notes:
         yield warning("hyperparameters", note)
     if estimate.fits:
+        yield Finding(
+            "info",
+            "distribution",
+            f"fits: {estimate.per_core_gib:.1f} GiB per NeuronCore of {estimate.available_per_core_gib:g} GiB "
+            f"({estimate.activations_gib:.1f} GiB activations, {estimate.headroom_gib:.1f} GiB headroom; TP="
+            f"{d.tensor_parallel}, PP={d.pipeline_parallel}, DP={dp})",
+        )
         return
     state = estimate.per_core_gib - estimate.activations_gib - estimate.headroom_gib
     where = (
@@ -372,6 +390,22 @@ def check_training_fit(
     )
 
 
+def check_training_engine(loaded: LoadedSpec) -> Iterable[Finding]:
+    """What only NxD Training does is refused for the reference script, which would run without it."""
+    spec, d = loaded.spec, loaded.spec.distribution
+    if spec.engine != "reference":
+        return
+    fix = "remove it, or set engine: nxd-training"
+    if d.sequence_parallel:
+        yield error("distribution.sequence_parallel", "the reference training script does not split sequences", fix)
+    if d.gradient_checkpointing and d.checkpoint_granularity == "selective":
+        yield error(
+            "distribution.checkpoint_granularity",
+            "the reference training script checkpoints whole layers (full)",
+            fix.replace("remove it", "set it to full"),
+        )
+
+
 def check_training_figures(loaded: LoadedSpec) -> Iterable[Finding]:
     """The hyperparameters the fit check reads are positive whole numbers when given: a 0 or a negative one would be
     read as absent, and the memory estimate would pass a job that the script then runs with it."""
@@ -386,7 +420,7 @@ def check_training_figures(loaded: LoadedSpec) -> Iterable[Finding]:
             )
 
 
-def _model_split(arch: ModelArchitecture, tp: int, pp: int) -> Iterable[Finding]:
+def _model_split(arch: ModelArchitecture, tp: int, pp: int, *, replicates_kv: bool = False) -> Iterable[Finding]:
     """Whether the model splits as the layout asks, before a job finds out on every rank: Megatron tensor
     parallelism gives each rank whole query heads and an equal share of the MLP's columns, each pipeline stage at
     least one layer (the reference script's own check, templates/training/tiny_lm.py layout_problems, says the same
@@ -412,7 +446,7 @@ def _model_split(arch: ModelArchitecture, tp: int, pp: int) -> Iterable[Finding]
             f"TP={tp} cannot split architecture kv_heads {kv}: neither divides the other",
             f"use a TP that divides {kv}, or a multiple of it",
         )
-    elif kv % tp:
+    elif kv % tp and not replicates_kv:
         yield warning(
             "distribution.tensor_parallel",
             f"TP={tp} is above kv_heads {kv}: each rank needs KV heads replicated (NxD's GQA layers do it); the "
@@ -607,7 +641,9 @@ def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
     if not script.is_file():
         yield warning("entry_point", f"{script} does not exist here", "fix the path before `train` uploads source_dir")
     elif (
-        spec.distribution.pipeline_parallel > 1 and REFERENCE_SCRIPT_MARKER in script.read_text(errors="replace")[:200]
+        spec.engine == "reference"
+        and spec.distribution.pipeline_parallel > 1
+        and REFERENCE_SCRIPT_MARKER in script.read_text(errors="replace")[:200]
     ):
         # On Trainium the reference script shards with NxD's tensor-parallel layers and ZeRO-1; it has no pipeline
         # engine there, so the job would stop at start after the instances were paid for.
@@ -863,6 +899,7 @@ CHECKS: dict[str, list[Check]] = {
         check_image,
         check_parallel_layout,
         check_entry_script,
+        check_training_engine,
         check_training_figures,
         check_training_fit,
         check_parallel_compile,

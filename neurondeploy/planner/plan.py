@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from neurondeploy import catalog
+from neurondeploy.errors import PlanError
 from neurondeploy.planner.before_apply import before_apply
 from neurondeploy.planner.checks import refuse_errors
 from neurondeploy.planner.context import plan_context
@@ -22,6 +23,7 @@ from neurondeploy.planner.cost import Cost, plan_cost
 from neurondeploy.resources.compute import startup_grace_s
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.model import Resource
+from neurondeploy.resources.nxd_training_config import nxd_training_config
 from neurondeploy.resources.release import DeploymentRelease, deployment_release
 from neurondeploy.resources.s3 import claim_resource, shared_bucket_resource
 from neurondeploy.resources.validation import validate_request
@@ -99,6 +101,10 @@ class Plan(BaseModel):
     )
     after_apply: str | None = Field(
         default=None, description="what apply checks once the deployment is up (the smoke test), or why it cannot"
+    )
+    engine_config: dict[str, Any] | None = Field(
+        default=None,
+        description="engine nxd-training: NxD Training's YAML config rendered from the spec (resources.nxd_training_config)",
     )
     # Against a state that records the deployment (`plan` with --state): "<symbol> <name> (<type>): <action> (...)"
     # per resource that would change, the counts, and the $/hour of what state records (None: no state given).
@@ -197,6 +203,13 @@ def build_plan(loaded: LoadedSpec) -> Plan:
     planned = [_planned_resource(resource, loaded.spec.region) for resource in resources]
     requests = [r for resource in planned for r in resource.requests + resource.delete_requests]
     spec = loaded.spec
+    notes = before_apply(loaded)
+    engine_config = None
+    if getattr(spec, "engine", None) == "nxd-training":
+        try:
+            engine_config = nxd_training_config(spec, catalog.get_instance(spec.instance_type).neuron_cores)
+        except PlanError as exc:
+            notes.append(f"NxD Training config not rendered: {exc.message} ({exc.hint})")
     return Plan(
         name=spec.name,
         kind=spec.kind,
@@ -210,8 +223,9 @@ def build_plan(loaded: LoadedSpec) -> Plan:
         shared=[_planned_resource(resource, spec.region) for resource in shared_resources(spec, ctx, resources)],
         request_count=len(requests),
         validated_count=sum(r.validated for r in requests),
-        before_apply=before_apply(loaded),
+        before_apply=notes,
         after_apply=after_apply(spec),
+        engine_config=engine_config,
     )
 
 

@@ -55,8 +55,19 @@ class TrainingLoad:
     in_flight: int = 1  # micro-batches a pipeline stage keeps activations of at once
 
 
-def layer_activation_elements(arch: ModelArchitecture, tp: int, sequence: int, attention_scores: bool) -> float:
-    """Elements one layer keeps per token for the backward pass, per TP rank (see the module docstring)."""
+def layer_activation_elements(
+    arch: ModelArchitecture,
+    tp: int,
+    sequence: int,
+    attention_scores: bool,
+    *,
+    sequence_parallel: bool = False,
+    recomputed: frozenset[str] = frozenset(),
+) -> float:
+    """Elements one layer keeps per token for the backward pass, per TP rank (see the module docstring).
+    ``sequence_parallel`` splits what TP replicates over the TP ranks (Korthikanti §4.2.2); ``recomputed`` (selective
+    checkpointing) drops what the backward pass rebuilds: the core attention's output ("attention") and the MLP's
+    intermediates ("mlp"), whose inputs are kept anyway."""
     h, head_dim = arch.hidden_size, arch.attention_head_dim
     q, kv = arch.attention_heads * head_dim, arch.key_value_heads * head_dim
     replicated = 4 * h  # inputs of the two norms, of the QKV and of the first MLP matmul
@@ -69,8 +80,14 @@ def layer_activation_elements(arch: ModelArchitecture, tp: int, sequence: int, a
         arch.shared_expert_intermediate_size if arch.experts else 0
     )
     scores = arch.attention_heads * sequence if attention_scores else 0
-    split = 3 * q + 2 * kv + mlp + scores
-    return replicated + split / tp
+    if "attention" in recomputed:
+        q_kept, scores = 2 * q, 0  # q and the o-projection's input; the kernel's output is rebuilt
+    else:
+        q_kept = 3 * q
+    if "mlp" in recomputed:
+        mlp = 0
+    split = q_kept + 2 * kv + mlp + scores
+    return (replicated / tp if sequence_parallel else replicated) + split / tp
 
 
 def activation_bytes(
@@ -82,15 +99,35 @@ def activation_bytes(
     precision: str = "fp32",
     checkpointing: bool = False,
     attention_scores: bool = False,
+    sequence_parallel: bool = False,
+    recomputed: frozenset[str] = frozenset(),
 ) -> float:
-    """Activation bytes one NeuronCore holds at the peak of a step (first pipeline stage; the loss on the last)."""
+    """Activation bytes one NeuronCore holds at the peak of a step (first pipeline stage; the loss on the last).
+    ``checkpointing`` is full recomputation; ``recomputed`` is selective (:func:`layer_activation_elements`)."""
     element = ACTIVATION_BYTES[precision]
     tokens = load.sequence_length * load.micro_batch
     layers = math.ceil(arch.layers / pp)
-    one_layer = layer_activation_elements(arch, tp, load.sequence_length, attention_scores) * tokens * element
+    elements = layer_activation_elements(
+        arch, tp, load.sequence_length, attention_scores, sequence_parallel=sequence_parallel
+    )
+    one_layer = elements * tokens * element
     if checkpointing:
-        kept = layers * arch.hidden_size * tokens * element * load.in_flight + one_layer
+        layer_input = arch.hidden_size / (tp if sequence_parallel else 1)
+        kept = layers * layer_input * tokens * element * load.in_flight + one_layer
     else:
+        if recomputed:
+            one_layer = (
+                layer_activation_elements(
+                    arch,
+                    tp,
+                    load.sequence_length,
+                    attention_scores,
+                    sequence_parallel=sequence_parallel,
+                    recomputed=recomputed,
+                )
+                * tokens
+                * element
+            )
         kept = layers * one_layer * load.in_flight
     loss = tokens * arch.vocab_size * (element + LOSS_FP32_BYTES) / tp
     return kept + loss
@@ -105,7 +142,9 @@ class TrainingLayout:
     dp: int = 1
     zero1: bool = False
     precision: str = "fp32"
-    checkpointing: bool = False
+    checkpointing: bool = False  # full recomputation
+    sequence_parallel: bool = False
+    recomputed: frozenset[str] = frozenset()  # selective checkpointing: what the backward pass rebuilds
 
 
 def training_memory(
@@ -128,6 +167,8 @@ def training_memory(
             pp=layout.pp,
             precision=layout.precision,
             checkpointing=layout.checkpointing,
+            sequence_parallel=layout.sequence_parallel,
+            recomputed=layout.recomputed,
         )
     headroom = hbm_per_core_gib * RUNTIME_HEADROOM_FRACTION
     per_core = (weights + state + activations) / GIB + headroom
@@ -152,7 +193,8 @@ def first_fix(
     """The changes, in the order a user would try them (each assuming the ones before), that make a layout fit."""
     trials = []
     if load and not layout.checkpointing:
-        trials.append(("turn on gradient_checkpointing", {"checkpointing": True}, load))
+        full = "set checkpoint_granularity: full" if layout.recomputed else "turn on gradient_checkpointing"
+        trials.append((full, {"checkpointing": True, "recomputed": frozenset()}, load))
     if not layout.zero1 and layout.dp > 1:
         trials.append(("turn on zero1", {"zero1": True}, load))
     if load and load.micro_batch > 1:
@@ -170,17 +212,24 @@ def first_fix(
 LOAD_FIGURES = ("sequence_length", "micro_batch_size", "global_batch_size")
 
 
-def training_load(hyperparameters: dict, dp: int, microbatches: int) -> TrainingLoad | None:
+def training_load(
+    hyperparameters: dict, dp: int, microbatches: int, *, one_f_one_b_stages: int | None = None
+) -> TrainingLoad | None:
     """The load a spec's hyperparameters describe, or None when they do not give a sequence length.
 
     ``micro_batch_size`` (NxD Training's and Megatron's name: sequences per data-parallel rank in one
     forward/backward, gradient accumulation making up the rest) wins; otherwise the reference script's split,
     ``global_batch_size / data_parallel`` cut into ``microbatches`` pipeline micro-batches, all in flight (GPipe).
+    ``one_f_one_b_stages``: NxD Training's 1F1B pipeline schedule over that many stages, where the first stage holds
+    at most that many of the step's micro-batches (``global_batch_size / (micro_batch_size × DP)``) at once.
     """
     sequence = positive_int(hyperparameters.get("sequence_length"))
     if sequence is None:
         return None
     micro = positive_int(hyperparameters.get("micro_batch_size"))
+    if micro is not None and one_f_one_b_stages is not None:
+        steps_micro = max(1, (positive_int(hyperparameters.get("global_batch_size")) or micro * dp) // (micro * dp))
+        return TrainingLoad(sequence, micro, min(steps_micro, one_f_one_b_stages))
     if micro is not None:
         return TrainingLoad(sequence, micro, microbatches)
     global_batch = positive_int(hyperparameters.get("global_batch_size")) or dp * microbatches

@@ -58,6 +58,30 @@ class DistributionSpec(StrictModel):
         bool, Field(description="Recompute activations in the backward pass to save memory.")
     ] = False
     zero1: Annotated[bool, Field(description="Shard optimizer state over data-parallel ranks (ZeRO-1).")] = False
+    sequence_parallel: Annotated[
+        bool,
+        Field(
+            description="Sequence parallelism (Megatron; NxD Training's sequence_parallel): the activations tensor "
+            "parallelism would replicate (norms, the inputs of the first matmuls) are split over the TP ranks along "
+            "the sequence instead. NxD Training only; the reference script does not."
+        ),
+    ] = False
+    checkpoint_granularity: Annotated[
+        Literal["full", "selective"],
+        Field(
+            description="With gradient_checkpointing: full keeps each layer's input and recomputes the layer; "
+            "selective keeps the layer's activations but those of `recompute` (NxD Training's "
+            "activations_checkpoint_granularity). The reference script checkpoints full layers."
+        ),
+    ] = "full"
+    recompute: Annotated[
+        list[Literal["attention", "mlp"]],
+        Field(
+            description="Selective checkpointing: what is recomputed in the backward pass, the core attention and/or "
+            "the MLP (NxD Training's activations_checkpoint_recompute: CoreAttention, LlamaMLP).",
+            max_length=2,
+        ),
+    ] = ["attention"]
 
     @model_validator(mode="after")
     def _pipeline(self) -> DistributionSpec:
@@ -137,6 +161,16 @@ class TrainingSpec(SpecBase):
     """A training job on Trn1 (SageMaker) that runs the same way on this machine with --local."""
 
     kind: Annotated[Literal["training"], Field(description="Spec kind.")]
+    engine: Annotated[
+        Literal["reference", "nxd-training"],
+        Field(
+            description="What trains: reference, the script in source_dir (templates/training/train.py, or yours), "
+            "torchrun-launched by the SageMaker training toolkit, and what `train --local` runs; nxd-training, NxD "
+            "Training (aws-neuron/neuronx-distributed-training) as the pytorch-training-neuronx image ships it: "
+            "pipeline and sequence parallel, the layouts AWS publishes for Llama-class models. validate and plan size "
+            "an nxd-training layout as NxD Training runs it (1F1B pipeline schedule); its job launch is not built yet."
+        ),
+    ] = "reference"
     entry_point: Annotated[str, Field(description="Training script, relative to source_dir.", min_length=1)]
     source_dir: Annotated[
         str,

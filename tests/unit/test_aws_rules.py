@@ -83,6 +83,16 @@ CASES = [
         "over the maximum 2500",
     ),
     (
+        "more environment entries than SageMaker takes (plan only, before)",
+        "minilm-sagemaker.yaml",
+        (
+            "  instance_count: 1\n",
+            "  instance_count: 1\n  container:\n    env:\n" + "".join(f"      E{i}: v\n" for i in range(101)),
+        ),
+        "deployment.container.env",
+        "entries is over the maximum 100",
+    ),
+    (
         "an over-long Hub id",
         "llama3-8b-vllm-sagemaker.yaml",
         ("hf_model_id: meta-llama/Llama-3.1-8B-Instruct", "hf_model_id: meta-llama/" + "L" * 120),

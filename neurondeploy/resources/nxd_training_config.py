@@ -1,0 +1,185 @@
+"""NxD Training's YAML config for a training spec with ``engine: nxd-training`` (Llama-family models), rendered from
+the spec the way NxD Training's own example configs are written.
+
+The structure and every value not taken from the spec are those of NxD Training's Llama example configs
+(``examples/conf/hf_llama3_8B_config.yaml``, ``hf_llama3_70B_config.yaml``, ``hf_llama3.1_405B_trn1_config.yaml`` in
+aws-neuron/neuronx-distributed-training at 9169aa03f39efd4eb02da63891a7ed98defb1714, NxD Training 1.6.0, Neuron SDK
+2.26.0; the top-level keys as ``docs/general/config_overview.rst`` lists them there). The spec gives: the nodes and
+NeuronCores, the layout (TP, PP, ZeRO-1, sequence parallel, KV replication up to TP), micro and global batch, sequence
+length, the model's shape (also written as the job's ``config.json``), activation checkpointing, precision,
+optimizer and schedule from hyperparameters, the checkpoint cadence and the compile cache. Paths are SageMaker's:
+the data channel under ``/opt/ml/input/data``, checkpoints (and logs) under ``/opt/ml/checkpoints``, which SageMaker
+syncs with the spec's checkpoint S3 URI.
+
+Not verified here: NxD Training itself (it needs torch-xla and Neuron devices), and the 1.7.0 that the 2.27 to 2.30
+training images ship, whose source this machine does not have; a key it renamed would show when the job starts.
+Mixture-of-experts models (NxD Training's ``model.moe`` block) are not rendered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from neurondeploy.errors import PlanError
+from neurondeploy.specs.training import TrainingSpec
+
+CODE_DIR = "/opt/ml/code"  # where SageMaker unpacks source_dir
+DATA_DIR = "/opt/ml/input/data"
+CHECKPOINT_DIR = "/opt/ml/checkpoints"
+RECOMPUTE_MODULES = {"attention": "CoreAttention", "mlp": "LlamaMLP"}  # NxD Training's module names
+# (type, master_weights, fp32_grad_acc) for our precision names: the Llama examples' mixed_precision keeps bf16
+# weights and gradients; Mixtral's adds fp32 master weights and fp32 gradient accumulation.
+PRECISION = {
+    "bf16-stochastic-rounding": ("mixed_precision", False, False),
+    "bf16-autocast": ("mixed_precision", True, True),
+    "fp32": ("fp32", False, False),
+}
+
+
+def hf_config(spec: TrainingSpec) -> dict[str, Any]:
+    """The Hugging Face ``config.json`` NxD Training builds the model from (``model.model_config``)."""
+    arch = spec.architecture
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "num_hidden_layers": arch.layers,
+        "hidden_size": arch.hidden_size,
+        "num_attention_heads": arch.attention_heads,
+        "num_key_value_heads": arch.key_value_heads,
+        "intermediate_size": arch.dense_intermediate_size,
+        "vocab_size": arch.vocab_size,
+        "max_position_embeddings": _sequence_length(spec),
+        "rope_theta": float(spec.hyperparameters.get("rope_theta", 500000.0)),
+        "tie_word_embeddings": arch.tied_embeddings,
+        "torch_dtype": "bfloat16",
+    }
+
+
+def _sequence_length(spec: TrainingSpec) -> int:
+    return int(spec.hyperparameters["sequence_length"])
+
+
+def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, Any]:
+    """The config NxD Training's ``training_orchestrator.py`` reads for ``spec`` (module doc)."""
+    arch, d, hp = spec.architecture, spec.distribution, spec.hyperparameters
+    if arch is None or arch.experts is not None:
+        raise PlanError(
+            f"{spec.name}: NxD Training's config is rendered for dense Llama-family models given by `architecture`",
+            "give architecture (the model's config.json numbers); mixture-of-experts models are not rendered yet",
+        )
+    missing = [key for key in ("sequence_length", "micro_batch_size", "global_batch_size") if key not in hp]
+    if missing:
+        raise PlanError(
+            f"{spec.name}: NxD Training needs hyperparameters {', '.join(missing)}",
+            "set them (NxD Training's data.micro_batch_size, data.global_batch_size, model.encoder_seq_length)",
+        )
+    max_steps = int(hp.get("max_steps", 30000))
+    selective = d.gradient_checkpointing and d.checkpoint_granularity == "selective"
+    kind, master_weights, fp32_grad_acc = PRECISION[d.precision]
+    channel = next(iter(spec.inputs), None)
+    return {
+        "name": "hf_llama",
+        "model_source": "hf",
+        "seed": int(hp.get("seed", 1234)),
+        "trainer": {
+            "devices": cores_per_node,
+            "num_nodes": spec.instance_count,
+            "max_epochs": -1,
+            "max_steps": max_steps,
+            "log_every_n_steps": int(hp.get("log_every", 10)),
+            "val_check_interval": max_steps + 1,  # no validation while training, as the examples
+            "check_val_every_n_epoch": None,
+            "num_sanity_val_steps": 0,
+            "limit_val_batches": 0.0,
+            "limit_test_batches": 0.0,
+            "gradient_clip_val": float(hp.get("gradient_clip", 1.0)),
+        },
+        "exp_manager": {
+            "log_local_rank_0_only": True,
+            "create_tensorboard_logger": True,
+            "explicit_log_dir": CHECKPOINT_DIR,
+            "exp_dir": None,
+            "name": "hf_llama",
+            "resume_if_exists": spec.checkpoint.resume,
+            "resume_ignore_no_checkpoint": True,
+            "create_checkpoint_callback": True,
+            "checkpoint_callback_params": {
+                "monitor": "step",
+                "save_top_k": 1,
+                "mode": "max",
+                "save_last": False,
+                "filename": f"{spec.name}--{{step}}-{{consumed_samples}}",
+                "model_parallel_size": d.tensor_parallel * d.pipeline_parallel,
+                "every_n_train_steps": spec.checkpoint.every_steps,
+                "use_master_weights_in_ckpt": False,
+            },
+            "log_parameter_norm": True,
+            "log_gradient_norm": True,
+            "enable_recovery_time_instrumentation": False,
+            "save_xser": True,
+            "load_xser": True,
+            "save_bf16": False,
+            "async_checkpointing": False,
+            "resume_from_checkpoint": None,
+        },
+        "distributed_strategy": {
+            "tensor_model_parallel_size": d.tensor_parallel,
+            "pipeline_model_parallel_size": d.pipeline_parallel,
+            "virtual_pipeline_model_parallel_size": 1,
+            "context_parallel_size": 1,
+            "zero1": d.zero1,
+            "sequence_parallel": d.sequence_parallel,
+            # KV heads copied up to TP (each rank needs whole ones): 8 KV heads at TP 32 is 4
+            "kv_replicator": max(1, d.tensor_parallel // arch.key_value_heads),
+        },
+        "data": {
+            "micro_batch_size": int(hp["micro_batch_size"]),
+            "global_batch_size": int(hp["global_batch_size"]),
+            "train_dir": f"{DATA_DIR}/{channel}" if channel else None,
+        },
+        "model": {
+            "model_config": f"{CODE_DIR}/config.json",
+            "encoder_seq_length": _sequence_length(spec),
+            "max_position_embeddings": _sequence_length(spec),
+            "num_layers": arch.layers,
+            "hidden_size": arch.hidden_size,
+            "qkv_linear": True,
+            "fuse_qkv": True,
+            "rope_theta": float(hp.get("rope_theta", 500000.0)),
+            "use_cpu_initialization": True,
+            "activations_checkpoint_granularity": d.checkpoint_granularity if d.gradient_checkpointing else None,
+            "activations_checkpoint_recompute": [RECOMPUTE_MODULES[name] for name in d.recompute]
+            if selective
+            else None,
+            "fusions": {"softmax": True, "flash_attention": True},
+            "do_layer_norm_weight_decay": True,
+            "optim": {
+                "name": "adamw",
+                "lr": float(hp.get("learning_rate", 1.5e-5)),
+                "weight_decay": float(hp.get("weight_decay", 0.1)),
+                "capturable": False,
+                "betas": [0.9, 0.95],
+                "sched": {
+                    "name": "CosineAnnealing",
+                    "warmup_steps": int(hp.get("warmup_steps", 2000)),
+                    "max_steps": max_steps,
+                    "min_lr": float(hp.get("min_learning_rate", 1e-6)),
+                    "constant_steps": 0,
+                },
+            },
+        },
+        "precision": {
+            "type": kind,
+            "master_weights": master_weights,
+            "fp32_grad_acc": fp32_grad_acc,
+            "xla_use_bf16": "0",
+            "xla_downcast_bf16": "0",
+            "neuron_rt_stochastic_rounding_en": "1" if d.precision == "bf16-stochastic-rounding" else "0",
+        },
+        "compiler_flags": "--model-type transformer",
+        "compiler_cache_url": spec.compile_cache_uri or "/var/tmp/neuron-compile-cache",
+        "aync_exec_max_inflight_requests": 5,  # sic: NxD Training's key
+        "bucket_size_collectives": 1024,
+        "neuron_rt_exec_timeout": 100,
+        "neuron_experimental_compress_rg": False,
+    }

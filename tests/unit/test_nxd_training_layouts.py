@@ -1,0 +1,221 @@
+"""NxD Training's published trn1 layouts (catalog data/nxd_training_examples.yaml, read from its example configs),
+written as our training specs with engine: nxd-training: validate accepts each and shows its memory per NeuronCore,
+sized as NxD Training runs it (sequence parallel, selective or full checkpointing, the 1F1B schedule's micro-batches
+in flight, ZeRO-1); layouts that cannot fit are refused in one line with the numbers.
+
+Before engine nxd-training, every layout with PP > 1 was refused ("the reference training script does not pipeline
+on Trainium") and sequence parallelism was not counted (the 405B layout was judged at 39.5 GiB per core).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from test_published_deployments import LLAMA_3_8B, LLAMA_3_70B, MIXTRAL_8X7B
+
+from neurondeploy import catalog
+from neurondeploy.planner.plan import build_plan
+from neurondeploy.planner.sizing import architecture_from_config_values
+from neurondeploy.planner.validate import validate_file
+from neurondeploy.specs import load_spec
+
+LLAMA_3_1_405B = {  # meta-llama/Llama-3.1-405B/config.json
+    "model_type": "llama",
+    "num_hidden_layers": 126,
+    "hidden_size": 16384,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 8,
+    "intermediate_size": 53248,
+    "vocab_size": 128256,
+    "tie_word_embeddings": False,
+}
+CONFIGS = {
+    "meta-llama/Meta-Llama-3-8B": LLAMA_3_8B,
+    "meta-llama/Meta-Llama-3-70B": LLAMA_3_70B,
+    "meta-llama/Llama-3.1-405B": LLAMA_3_1_405B,
+    "mistralai/Mixtral-8x7B-v0.1": MIXTRAL_8X7B,
+}
+RECOMPUTE = {"CoreAttention": "attention", "LlamaMLP": "mlp"}
+
+
+def spec_of(example: dict, **change) -> dict:
+    """The published example as our training spec (``change``: top-level or distribution keys to override)."""
+    arch = architecture_from_config_values(CONFIGS[example["model"]])
+    assert (arch.layers, arch.hidden_size) == (example["num_layers"], example["hidden_size"])  # the same model
+    selective = example["activations_checkpoint_granularity"] == "selective"
+    distribution = {
+        "tensor_parallel": example["tensor_model_parallel_size"],
+        "pipeline_parallel": example["pipeline_model_parallel_size"],
+        "zero1": example["zero1"],
+        "sequence_parallel": example["sequence_parallel"],
+        "gradient_checkpointing": True,
+        "checkpoint_granularity": example["activations_checkpoint_granularity"],
+        # mixed_precision: bf16 weights and gradients, fp32 optimizer state; master_weights adds an fp32 copy
+        "precision": "bf16-autocast" if example["master_weights"] else "bf16-stochastic-rounding",
+    }
+    if selective:
+        distribution["recompute"] = [RECOMPUTE[name] for name in example["activations_checkpoint_recompute"]]
+    spec = {
+        "kind": "training",
+        "engine": "nxd-training",
+        "name": example["file"].removesuffix("_config.yaml").replace("_", "-").replace(".", "-").lower(),
+        "entry_point": "train.py",
+        "source_dir": "code",
+        "instance_type": "trn1.32xlarge",
+        "instance_count": example["num_nodes"],
+        "neuron_sdk_version": "2.27.0",
+        "architecture": arch.model_dump(exclude_none=True, exclude={"parameters"}),
+        "distribution": distribution,
+        "hyperparameters": {
+            "sequence_length": example["encoder_seq_length"],
+            "micro_batch_size": example["micro_batch_size"],
+            "global_batch_size": example["global_batch_size"],
+        },
+    }
+    for key, value in change.items():
+        (spec["distribution"] if key in distribution else spec)[key] = value
+    return spec
+
+
+def write(tmp_path, spec: dict):
+    (tmp_path / "code").mkdir(exist_ok=True)
+    (tmp_path / "code" / "train.py").write_text("# the job's entry\n")
+    path = tmp_path / f"{spec['name']}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+EXAMPLES = catalog.nxd_training_examples()
+
+
+def test_the_table_holds_the_four_published_trn1_layouts():
+    assert [e["file"] for e in EXAMPLES] == [
+        "hf_llama3_8B_config.yaml",
+        "hf_llama3_70B_config.yaml",
+        "hf_llama3.1_405B_trn1_config.yaml",
+        "hf_mixtral_8x7b_config.yaml",
+    ]
+    assert "9169aa03f39efd4eb02da63891a7ed98defb1714" in catalog.nxd_training_examples_source()
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e["file"] for e in EXAMPLES])
+def test_validate_accepts_each_published_layout_and_shows_its_memory_per_core(tmp_path, example):
+    result = validate_file(str(write(tmp_path, spec_of(example))))
+    assert result.ok, result.lines()
+    (fits,) = [f for f in result.findings if f.level == "info" and f.message.startswith("fits: ")]
+    per_core = float(fits.message.split()[1])
+    assert 0 < per_core <= 16, fits.message  # trn1: 16 GiB of HBM per NeuronCore
+    assert f"PP={example['pipeline_model_parallel_size']}" in fits.message
+
+
+def test_sequence_parallel_and_the_1f1b_schedule_are_what_make_405b_fit(tmp_path):
+    """The same 405B layout without sequence parallelism stores what TP replicates on every rank: it does not fit."""
+    example = EXAMPLES[2]
+    assert validate_file(str(write(tmp_path, spec_of(example)))).ok
+    without = validate_file(str(write(tmp_path, spec_of(example, sequence_parallel=False))))
+    errors = [line for line in without.lines() if line.startswith("error:")]
+    assert len(errors) == 1 and "does not fit" in errors[0], without.lines()
+
+
+@pytest.mark.parametrize(
+    "example, nodes, pp, words",
+    [(EXAMPLES[1], 1, 1, "70B on one node"), (EXAMPLES[2], 4, 4, "405B on four nodes")],
+    ids=["70B on one node", "405B on four nodes"],
+)
+def test_a_large_model_on_too_few_nodes_is_refused_in_one_line_with_the_numbers(tmp_path, example, nodes, pp, words):
+    path = write(tmp_path, spec_of(example, instance_count=nodes, pipeline_parallel=pp))
+    run = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "validate", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    (line,) = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert "distribution.tensor_parallel: does not fit: needs" in line and "GiB per NeuronCore" in line, line
+    assert "trn1.32xlarge has 16 GiB" in line and "(fix: " in line, line
+
+
+def test_the_reference_engine_refuses_what_only_nxd_training_does(tmp_path):
+    spec = spec_of(EXAMPLES[0], engine="reference")
+    result = validate_file(str(write(tmp_path, spec)))
+    errors = [line for line in result.lines() if line.startswith("error:")]
+    assert any("distribution.sequence_parallel: the reference training script does not split" in e for e in errors)
+    assert any(
+        "distribution.checkpoint_granularity: the reference training script checkpoints whole" in e for e in errors
+    )
+
+
+def test_train_refuses_an_nxd_training_spec_in_one_line_until_its_launch_is_built(tmp_path):
+    """Sized, not launched: `train` says so before anything is uploaded or started, locally and on SageMaker."""
+    path = write(tmp_path, spec_of(EXAMPLES[0]))
+    for extra in ([], ["--local"]):
+        run = subprocess.run(
+            [sys.executable, "-m", "neurondeploy.cli", "train", str(path), "--yes", *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "AWS_ENDPOINT_URL": "http://127.0.0.1:9"},
+        )
+        assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+        (line,) = run.stderr.strip().splitlines()
+        assert "engine nxd-training is sized by validate and plan" in line and "nothing was started" in line, line
+
+
+def test_plan_says_the_job_request_is_not_nxd_trainings_yet(tmp_path):
+    plan = build_plan(load_spec(write(tmp_path, spec_of(EXAMPLES[1]))))
+    assert any(line.startswith("engine nxd-training: the layout is sized") for line in plan.before_apply)
+
+
+# Where each published value sits in NxD Training's config (the table keeps the file's leaf names).
+CONFIG_PATHS = {
+    "num_nodes": "trainer.num_nodes",
+    "devices": "trainer.devices",
+    "tensor_model_parallel_size": "distributed_strategy.tensor_model_parallel_size",
+    "pipeline_model_parallel_size": "distributed_strategy.pipeline_model_parallel_size",
+    "virtual_pipeline_model_parallel_size": "distributed_strategy.virtual_pipeline_model_parallel_size",
+    "zero1": "distributed_strategy.zero1",
+    "sequence_parallel": "distributed_strategy.sequence_parallel",
+    "kv_replicator": "distributed_strategy.kv_replicator",
+    "micro_batch_size": "data.micro_batch_size",
+    "global_batch_size": "data.global_batch_size",
+    "encoder_seq_length": "model.encoder_seq_length",
+    "num_layers": "model.num_layers",
+    "hidden_size": "model.hidden_size",
+    "activations_checkpoint_granularity": "model.activations_checkpoint_granularity",
+    "activations_checkpoint_recompute": "model.activations_checkpoint_recompute",
+    "precision_type": "precision.type",
+    "master_weights": "precision.master_weights",
+    "fp32_grad_acc": "precision.fp32_grad_acc",
+}
+# The top-level keys NxD Training's config overview lists (docs/general/config_overview.rst at the same commit).
+TOP_LEVEL = [
+    "name", "model_source", "seed", "trainer", "exp_manager", "distributed_strategy", "data", "model", "precision",
+    "compiler_flags", "compiler_cache_url", "aync_exec_max_inflight_requests", "bucket_size_collectives",
+    "neuron_rt_exec_timeout", "neuron_experimental_compress_rg",
+]  # fmt: skip
+LLAMA = [e for e in EXAMPLES if e["model"].startswith("meta-llama/")]
+
+
+def at(config: dict, path: str):
+    for key in path.split("."):
+        config = config[key]
+    return config
+
+
+@pytest.mark.parametrize("example", LLAMA, ids=[e["file"] for e in LLAMA])
+def test_the_rendered_config_matches_the_published_file_key_by_key(tmp_path, example):
+    """plan renders NxD Training's config from our spec: every published layout value lands on its key."""
+    plan = build_plan(load_spec(write(tmp_path, spec_of(example))))
+    config = plan.engine_config
+    assert list(config) == TOP_LEVEL
+    for key, path in CONFIG_PATHS.items():
+        assert at(config, path) == example[key], (key, path, at(config, path), example[key])
+    assert config["model"]["model_config"] == "/opt/ml/code/config.json"
+    assert config["exp_manager"]["explicit_log_dir"] == "/opt/ml/checkpoints"  # synced with checkpoint.s3_uri
+
+
+def test_a_mixture_of_experts_model_is_sized_but_its_config_not_rendered(tmp_path):
+    plan = build_plan(load_spec(write(tmp_path, spec_of(EXAMPLES[3]))))
+    assert plan.engine_config is None
+    assert any(line.startswith("NxD Training config not rendered: ") for line in plan.before_apply)
