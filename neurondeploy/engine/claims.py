@@ -3,10 +3,11 @@
 The ownership sweep (:mod:`neurondeploy.engine.ownership`) sees what another state has made. Two applies started
 together both see nothing there, and both would create. The claim closes that window. Before its first create, an
 apply writes ``s3://<shared bucket>/claims/<name>.json`` with a conditional PutObject (``If-None-Match: *``,
-:func:`~neurondeploy.resources.s3.claim_request`). Of two writers exactly one succeeds; the other gets 412 Precondition Failed
-(https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html). The object names the state's
-lineage. An apply of another lineage is refused with nothing made. ``destroy`` deletes the claim with the deployment.
-``import`` rewrites it with the importing state's lineage: that is how a claim whose state is lost is taken over.
+:func:`~neurondeploy.resources.s3.claim_request`). Of two writers exactly one succeeds; the other gets 412
+Precondition Failed (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html). The object names
+the state's lineage. An apply of another lineage is refused with nothing made. ``destroy`` deletes the claim with the
+deployment. ``import`` rewrites it with the importing state's lineage: that is how a claim whose state is lost is
+taken over.
 """
 
 from __future__ import annotations

@@ -156,13 +156,19 @@ def _role_partition(params: Mapping[str, Any], region: str | None) -> Iterable[s
         arn = _text(value) if key in ROLE_PARAMETERS else None
         found = ARN_PARTITION.match(arn) if arn else None
         if found and found["partition"] != want:
-            yield f"{path}: {arn!r} is in partition {found['partition']}; {region} is in {want}, and a role is used only in its own partition"
+            yield (
+                f"{path}: {arn!r} is in partition {found['partition']}; {region} is in {want}, and a role is used "
+                "only in its own partition"
+            )
 
 
 def bucket_name_problem(name: str) -> str | None:
     """Why S3 refuses ``name`` as a general purpose bucket's name, or None."""
     if not BUCKET_NAME.match(name):
-        return "a bucket name has 3 to 63 lowercase letters, digits, dots and hyphens, and begins and ends with a letter or digit"
+        return (
+            "a bucket name has 3 to 63 lowercase letters, digits, dots and hyphens, and begins and ends with a "
+            "letter or digit"
+        )
     if ".." in name:
         return "a bucket name cannot have two dots in a row"
     try:
@@ -220,7 +226,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         (("sagemaker", "CreateModel"),),
-        "a model's image (Image) is in Amazon ECR in the model's region, unless ImageConfig names a registry in its VPC",
+        "a model's image is in Amazon ECR in the model's region, unless its ImageConfig names a registry in its VPC",
         "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ContainerDefinition.html",
         _model_images,
     ),
@@ -238,7 +244,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         (("*", "*"),),
-        "S3 bucket names: 3-63 lowercase letters, digits, dots, hyphens; not an IP address; reserved prefixes, suffixes",
+        "S3 bucket names: 3-63 lowercase letters, digits, dots, hyphens; not an IP address; no reserved affixes",
         "https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html",
         _bucket_names,
     ),
