@@ -6,8 +6,9 @@ The structure and every value not taken from the spec are those of NxD Training'
 aws-neuron/neuronx-distributed-training at 9169aa03f39efd4eb02da63891a7ed98defb1714, NxD Training 1.6.0, Neuron SDK
 2.26.0; the top-level keys as ``docs/general/config_overview.rst`` lists them there). The spec gives: the nodes and
 NeuronCores, the layout (TP, PP, ZeRO-1, sequence parallel, KV replication up to TP), micro and global batch, sequence
-length, the model's shape (also written as the job's ``config.json``), activation checkpointing, precision,
-optimizer and schedule from hyperparameters, the checkpoint cadence and the compile cache. Paths are SageMaker's:
+length, the model's shape, activation checkpointing, precision, optimizer and schedule from hyperparameters, the
+checkpoint cadence and the compile cache. ``model.model_config`` names the ``config.json`` the job's launch is to
+write beside its code; that launch is not built yet, so nothing writes it. Paths are SageMaker's:
 the data channel under ``/opt/ml/input/data``, checkpoints (and logs) under ``/opt/ml/checkpoints``, which SageMaker
 syncs with the spec's checkpoint S3 URI.
 
@@ -34,25 +35,6 @@ PRECISION = {
     "bf16-autocast": ("mixed_precision", True, True),
     "fp32": ("fp32", False, False),
 }
-
-
-def hf_config(spec: TrainingSpec) -> dict[str, Any]:
-    """The Hugging Face ``config.json`` NxD Training builds the model from (``model.model_config``)."""
-    arch = spec.architecture
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "num_hidden_layers": arch.layers,
-        "hidden_size": arch.hidden_size,
-        "num_attention_heads": arch.attention_heads,
-        "num_key_value_heads": arch.key_value_heads,
-        "intermediate_size": arch.dense_intermediate_size,
-        "vocab_size": arch.vocab_size,
-        "max_position_embeddings": _sequence_length(spec),
-        "rope_theta": float(spec.hyperparameters.get("rope_theta", 500000.0)),
-        "tie_word_embeddings": arch.tied_embeddings,
-        "torch_dtype": "bfloat16",
-    }
 
 
 def _sequence_length(spec: TrainingSpec) -> int:
