@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from neurondeploy import catalog
 from neurondeploy.errors import PlanError
 from neurondeploy.planner.before_apply import before_apply
-from neurondeploy.planner.checks import refuse_errors
+from neurondeploy.planner.checks import Finding, refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.cost import Cost, plan_cost
 from neurondeploy.resources.compute import startup_grace_s
@@ -195,9 +195,10 @@ def after_apply(spec) -> str | None:
     )
 
 
-def build_plan(loaded: LoadedSpec) -> Plan:
-    """Checks first (refusing a spec with errors), then resources and their requests, each checked offline."""
-    findings = refuse_errors(loaded)
+def build_plan(loaded: LoadedSpec, findings: list[Finding] | None = None) -> Plan:
+    """Checks first (refusing a spec with errors), then resources and their requests, each checked offline.
+    ``findings``: the checks' findings when the caller ran them already and they hold no error (validate)."""
+    findings = refuse_errors(loaded) if findings is None else findings
     ctx = plan_context(loaded)
     resources = deployment_resources(loaded.spec, ctx)
     planned = [_planned_resource(resource, loaded.spec.region) for resource in resources]

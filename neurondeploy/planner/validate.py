@@ -75,30 +75,29 @@ def request_field(problem: str) -> str:
     return "name"
 
 
-def request_findings(loaded: LoadedSpec) -> list[Finding]:
-    """What plan's offline check of every rendered request refuses, as findings (module doc)."""
+def request_findings(loaded: LoadedSpec, findings: list[Finding]) -> list[Finding]:
+    """What plan's offline check of every rendered request refuses, as findings (module doc); ``findings``: the
+    spec's checks, already run and holding no error, which the plan reuses instead of running them again."""
     try:
-        plan = build_plan(loaded)
+        plan = build_plan(loaded, findings)
     except NeurondeployError as exc:
         return [error("name", exc.message, exc.hint)]
-    findings = []
-    for resource in plan.resources + plan.shared:
-        for request in resource.requests + resource.delete_requests:
-            for problem in request.problems:
-                findings.append(
-                    error(
-                        request_field(problem),
-                        f"AWS would refuse {request.service}:{problem}",
-                        "change this value; `neurondeploy plan` shows the whole request",
-                    )
-                )
-    return findings
+    return [
+        error(
+            request_field(problem),
+            f"AWS would refuse {request.service}:{problem}",
+            "change this value; `neurondeploy plan` shows the whole request",
+        )
+        for resource in plan.resources + plan.shared
+        for request in resource.requests + resource.delete_requests
+        for problem in request.problems
+    ]
 
 
 def validate_loaded(loaded: LoadedSpec) -> ValidationResult:
     findings = run_checks(loaded)
     if not errors_of(findings):
-        findings += locate(loaded, request_findings(loaded))
+        findings += locate(loaded, request_findings(loaded, findings))
     return ValidationResult(loaded.source.file, loaded, findings=findings)
 
 
