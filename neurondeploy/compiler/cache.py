@@ -254,10 +254,12 @@ class CompileCache:
             _fsync_dir(staging)
             self._commit(key, staging, files)
         except BaseException as exc:
-            written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
+            full = isinstance(exc, DiskFull) or is_disk_full(exc)  # said of the cache, not of a file in it
+            needed = getattr(exc, "needed", None)
+            # Of a write of unknown size, what the build had written when the disk filled: more is needed.
+            written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file()) if full else 0
             shutil.rmtree(staging, ignore_errors=True)
-            if isinstance(exc, DiskFull) or is_disk_full(exc):  # said of the cache, not of a temporary file in it
-                needed = getattr(exc, "needed", None)
+            if full:
                 raise disk_full(self.root, needed or written, CACHE_FULL_FIX, at_least=needed is None) from None
             raise
         return _entry(key, self.entries_dir / key, record)
