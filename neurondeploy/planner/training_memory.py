@@ -107,27 +107,20 @@ def activation_bytes(
     element = ACTIVATION_BYTES[precision]
     tokens = load.sequence_length * load.micro_batch
     layers = math.ceil(arch.layers / pp)
+    # Full recomputation rebuilds a whole layer at a time; selective keeps each layer but what it recomputes.
     elements = layer_activation_elements(
-        arch, tp, load.sequence_length, attention_scores, sequence_parallel=sequence_parallel
+        arch,
+        tp,
+        load.sequence_length,
+        attention_scores,
+        sequence_parallel=sequence_parallel,
+        recomputed=frozenset() if checkpointing else recomputed,
     )
     one_layer = elements * tokens * element
     if checkpointing:
         layer_input = arch.hidden_size / (tp if sequence_parallel else 1)
         kept = layers * layer_input * tokens * element * load.in_flight + one_layer
     else:
-        if recomputed:
-            one_layer = (
-                layer_activation_elements(
-                    arch,
-                    tp,
-                    load.sequence_length,
-                    attention_scores,
-                    sequence_parallel=sequence_parallel,
-                    recomputed=recomputed,
-                )
-                * tokens
-                * element
-            )
         kept = layers * one_layer * load.in_flight
     loss = tokens * arch.vocab_size * (element + LOSS_FP32_BYTES) / tp
     return kept + loss
