@@ -52,7 +52,8 @@ def import_deployment(
             "fix the permission or connectivity problem and import again; nothing was changed",
         )
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
-    bucket = bucket_name(transport.region, PlanContext(account_id=account))
+    shared = PlanContext(account_id=account)  # names the shared bucket that holds the claims
+    bucket = bucket_name(transport.region, shared)
     if not found:
         claim = read_claim(transport, bucket, name)
         if claim is None or claim.get("lineage") == state.lineage:
@@ -87,6 +88,5 @@ def import_deployment(
             transport.call(request.service, request.operation, request.params)
             say(f"imported {item.type} {item.id}")
             retagged.append(item)
-        ensure_bucket(transport, transport.region, PlanContext(account_id=account))
-        move_claim(transport, bucket, name, state.lineage, str(state.path))
+        move_claim(transport, ensure_bucket(transport, transport.region, shared), name, state.lineage, str(state.path))
     return retagged
