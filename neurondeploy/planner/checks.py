@@ -351,7 +351,7 @@ def check_training_fit(
     dp = d.data_parallel or max(1, total // (d.tensor_parallel * d.pipeline_parallel))
     stages = d.pipeline_parallel if spec.engine == "nxd-training" else None  # NxD Training's 1F1B schedule
     load = training_memory.training_load(spec.hyperparameters, dp, d.microbatches, one_f_one_b_stages=stages)
-    selective = d.gradient_checkpointing and d.checkpoint_granularity == "selective"
+    selective = d.selective_checkpointing
     layout = training_memory.TrainingLayout(
         d.tensor_parallel,
         d.pipeline_parallel,
@@ -398,7 +398,7 @@ def check_training_engine(loaded: LoadedSpec) -> Iterable[Finding]:
     fix = "remove it, or set engine: nxd-training"
     if d.sequence_parallel:
         yield error("distribution.sequence_parallel", "the reference training script does not split sequences", fix)
-    if d.gradient_checkpointing and d.checkpoint_granularity == "selective":
+    if d.selective_checkpointing:
         yield error(
             "distribution.checkpoint_granularity",
             "the reference training script checkpoints whole layers (full)",

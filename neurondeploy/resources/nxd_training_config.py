@@ -56,7 +56,7 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
             "set them (NxD Training's data.micro_batch_size, data.global_batch_size, model.encoder_seq_length)",
         )
     max_steps = int(hp.get("max_steps", 30000))
-    selective = d.gradient_checkpointing and d.checkpoint_granularity == "selective"
+    selective = d.selective_checkpointing
     kind, master_weights, fp32_grad_acc = PRECISION[d.precision]
     channel = next(iter(spec.inputs), None)
     return {

@@ -83,6 +83,11 @@ class DistributionSpec(StrictModel):
         ),
     ] = ["attention"]
 
+    @property
+    def selective_checkpointing(self) -> bool:
+        """Whether the backward pass recomputes only ``recompute`` (else whole layers, or nothing)."""
+        return self.gradient_checkpointing and self.checkpoint_granularity == "selective"
+
     @model_validator(mode="after")
     def _pipeline(self) -> DistributionSpec:
         if self.pipeline_parallel == 1 and self.microbatches != 1:
