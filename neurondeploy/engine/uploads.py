@@ -4,6 +4,7 @@ changed); and the look-up that our serving image is in ECR."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from neurondeploy.archive import artifact_digest, pack_artifact
@@ -54,13 +55,20 @@ def artifact_is_current(transport: AwsTransport, uri: str, digest: str) -> bool:
     return head.get("Metadata", {}).get(SHA256_METADATA) == digest
 
 
-def upload_artifact(transport: AwsTransport, directory: Path, uri: str, digest: str | None = None) -> bool:
-    """Put the packed artifact at ``uri`` unless the object there already has the same sha256 (``digest``, when
-    the caller has it already: :func:`artifact_digest` of ``directory``). True if sent."""
-    digest = digest or artifact_digest(directory)
+def upload_artifact(
+    transport: AwsTransport,
+    directory: Path,
+    uri: str,
+    digest: str | None = None,
+    generated: Mapping[str, bytes] | None = None,
+) -> bool:
+    """Put the packed artifact (``directory`` and the ``generated`` files beside its own) at ``uri`` unless the
+    object there already has the same sha256 (``digest``, when the caller has it already: :func:`artifact_digest`
+    of the same). True if sent."""
+    digest = digest or artifact_digest(directory, generated)
     if artifact_is_current(transport, uri, digest):
         return False
-    return _put_if_new(transport, uri, pack_artifact(directory), digest, "application/gzip")
+    return _put_if_new(transport, uri, pack_artifact(directory, generated), digest, "application/gzip")
 
 
 def _put_if_new(transport: AwsTransport, uri: str, body: bytes, digest: str, content_type: str) -> bool:

@@ -43,7 +43,7 @@ from neurondeploy.planner.checks import refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.naming import source_uri
 from neurondeploy.resources.sagemaker_compile import JOB_RESOURCE as COMPILE_JOB_RESOURCE
-from neurondeploy.resources.sagemaker_training import training_job_resources
+from neurondeploy.resources.sagemaker_training import job_files, training_job_resources
 from neurondeploy.resources.validation import check_requests
 from neurondeploy.specs import LoadedSpec, load_spec
 from neurondeploy.training.entry import source_directory, with_overrides
@@ -79,11 +79,12 @@ def start_training_job(
         )
     refuse_errors(loaded)
     source = source_directory(loaded)
+    generated = job_files(spec)  # NxD Training's config and config.json, packed beside source_dir
     on_event = on_event or (lambda message: None)
     account = transport.call("sts", "GetCallerIdentity", {})["Account"]
     for line in check_quotas(transport, spec):  # read-only; a quota below the need refuses before any upload
         on_event(line)
-    digest = artifact_digest(source)  # once: it names the archive and decides whether to upload it
+    digest = artifact_digest(source, generated)  # once: it names the archive and decides whether to upload it
     uploads: dict[str, Any] = {}
 
     def build(run_id: str):
@@ -104,7 +105,7 @@ def start_training_job(
             )
         ensure_bucket(transport, spec.region, ctx)
         uploads["uri"] = uri = source_uri(spec, ctx)
-        uploads["sent"] = upload_artifact(transport, source, uri, digest)
+        uploads["sent"] = upload_artifact(transport, source, uri, digest, generated)
         on_event(f"{'uploaded' if uploads['sent'] else 'unchanged, not uploaded again:'} {source} -> {uri}")
         return resources
 
@@ -181,12 +182,12 @@ def train(
             f"{loaded.path or loaded.spec.name} is an inference spec; train runs training specs",
             "use neurondeploy apply for endpoints",
         )
-    if loaded.spec.engine == "nxd-training":  # sized by validate and plan; rendering its config and launch is not
+    if local and loaded.spec.engine == "nxd-training":  # NxD Training needs torch-xla and Neuron devices
         raise NeurondeployError(
-            f"{loaded.spec.name}: engine nxd-training is sized by validate and plan, but this neurondeploy does not "
-            "launch NxD Training yet (its config and entry are not rendered), locally or on SageMaker; nothing was "
-            "started",
-            "use engine: reference (the reference script, pipeline_parallel 1) to run the job",
+            f"{loaded.spec.name}: engine nxd-training runs NxD Training, which does not run on this machine (it "
+            "needs torch-xla and Neuron devices); nothing was started",
+            "run it on SageMaker with `neurondeploy train` (plan shows its config and job), or train a copy of the "
+            "spec with engine: reference locally",
         )
     if local:
         result = run_local_training(

@@ -12,7 +12,9 @@ from neurondeploy.planner.artifact_target import artifact_target
 from neurondeploy.planner.checks import model_architecture
 from neurondeploy.planner.llm_compile import llm_compile_host
 from neurondeploy.planner.quotas import quota_needs, sagemaker_quota_name
+from neurondeploy.resources import nxd_training_config
 from neurondeploy.resources.sagemaker_compile import DEFAULT_COMPILE_INSTANCE
+from neurondeploy.resources.sagemaker_training import to_cmd_args
 from neurondeploy.specs import InferenceSpec, LoadedSpec
 
 NEW_ACCOUNTS = "new accounts have 0"
@@ -22,11 +24,7 @@ def before_apply(loaded: LoadedSpec) -> list[str]:
     spec = loaded.spec
     lines = _artifact(loaded) if isinstance(spec, InferenceSpec) else []
     if getattr(spec, "engine", None) == "nxd-training":
-        lines.append(
-            "engine nxd-training: the layout is sized as NxD Training runs it and its config is rendered "
-            "(engine_config), but the job's launch is not built yet: the job request below is the reference "
-            "script's launch, and `train` refuses this spec"
-        )
+        lines.append(_nxd_training_launch(spec))
     command = "apply" if isinstance(spec, InferenceSpec) else "train"
     for need in quota_needs(spec):
         lines.append(
@@ -34,6 +32,18 @@ def before_apply(loaded: LoadedSpec) -> list[str]:
             f"({need.counted}); {NEW_ACCOUNTS}: {command} checks it first and refuses below"
         )
     return lines
+
+
+def _nxd_training_launch(spec) -> str:
+    """How the job starts: the training toolkit's torchrun over NxD Training's entry, with the config beside it."""
+    cores = catalog.get_instance(spec.instance_type).neuron_cores
+    args = " ".join(to_cmd_args(nxd_training_config.launch_hyperparameters()))
+    return (
+        f"engine nxd-training: on each of the {spec.instance_count} hosts the training toolkit runs `torchrun "
+        f"--nnodes {spec.instance_count} --nproc_per_node {cores} {nxd_training_config.ENTRY_POINT} {args}` in "
+        f"/opt/ml/code: NxD Training's examples from source_dir, with {nxd_training_config.CONFIG_FILE} (the "
+        f"rendered config: engine_config in plan --json) and the model's {nxd_training_config.MODEL_CONFIG_FILE} beside them"
+    )
 
 
 def _job_line(what: str, instance_type: str, file: str, region: str) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from neurondeploy import catalog
 from neurondeploy.errors import CatalogError, PlanError
 from neurondeploy.planner import sizing, training_memory
+from neurondeploy.resources import nxd_training_config
 from neurondeploy.resources.precompiled import load_budget
 from neurondeploy.resources.release import WRAPPER_BUILD, deployment_release, wrapper_base
 from neurondeploy.resources.sagemaker_endpoint import volume_for
@@ -391,9 +392,11 @@ def check_training_fit(
 
 
 def check_training_engine(loaded: LoadedSpec) -> Iterable[Finding]:
-    """What only NxD Training does is refused for the reference script, which would run without it."""
+    """What only NxD Training does is refused for the reference script, which would run without it; for NxD
+    Training, what its launch and config need (resources.nxd_training_config)."""
     spec, d = loaded.spec, loaded.spec.distribution
-    if spec.engine != "reference":
+    if spec.engine == "nxd-training":
+        yield from _nxd_training_launch(spec)
         return
     fix = "remove it, or set engine: nxd-training"
     if d.sequence_parallel:
@@ -404,6 +407,17 @@ def check_training_engine(loaded: LoadedSpec) -> Iterable[Finding]:
             "the reference training script checkpoints whole layers (full)",
             fix.replace("remove it", "set it to full"),
         )
+
+
+def _nxd_training_launch(spec) -> Iterable[Finding]:
+    if spec.entry_point != nxd_training_config.ENTRY_POINT:
+        yield error(
+            "entry_point",
+            f"engine nxd-training runs NxD Training's {nxd_training_config.ENTRY_POINT}, not {spec.entry_point}",
+            f"set entry_point: {nxd_training_config.ENTRY_POINT} and source_dir to NxD Training's examples directory",
+        )
+    for field, message, fix in nxd_training_config.config_problems(spec):
+        yield error(field, message, fix)
 
 
 def check_training_figures(loaded: LoadedSpec) -> Iterable[Finding]:
@@ -630,6 +644,15 @@ def source_dir_problem(loaded: LoadedSpec) -> tuple[str, str] | None:
     return None
 
 
+def _missing_entry_fix(spec: TrainingSpec) -> str:
+    if spec.engine == "nxd-training":  # the SDK's recipe launch clones it the same way (sm_recipes/utils.py)
+        return (
+            "point source_dir at NxD Training's examples directory before `train` uploads it: git clone "
+            "https://github.com/aws-neuron/neuronx-distributed-training, at the release the training image ships"
+        )
+    return "fix the path before `train` uploads source_dir"
+
+
 def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
     spec = loaded.spec
     problem = source_dir_problem(loaded)
@@ -639,7 +662,7 @@ def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
     source = loaded.base_dir / spec.source_dir
     script = source / spec.entry_point
     if not script.is_file():
-        yield warning("entry_point", f"{script} does not exist here", "fix the path before `train` uploads source_dir")
+        yield warning("entry_point", f"{script} does not exist here", _missing_entry_fix(spec))
     elif (
         spec.engine == "reference"
         and spec.distribution.pipeline_parallel > 1

@@ -9,10 +9,12 @@ from collections.abc import Callable
 
 from neurondeploy import catalog
 from neurondeploy.archive import artifact_digest
+from neurondeploy.errors import PlanError
 from neurondeploy.planner.checks import model_architecture
 from neurondeploy.planner.sizing import DTYPE_BYTES, parameter_count
 from neurondeploy.resources.model import PlanContext
 from neurondeploy.resources.release import Piece, instance_dlami_parameter, instance_piece, target_constraints
+from neurondeploy.resources.sagemaker_training import job_files
 from neurondeploy.specs import LoadedSpec
 from neurondeploy.wheel import toolkit_identity
 
@@ -31,7 +33,13 @@ def _training_values(loaded: LoadedSpec, overrides: dict) -> dict:
     if "source_digest" in overrides:
         return {}
     directory = loaded.base_dir / loaded.spec.source_dir
-    return {"source_digest": artifact_digest(directory)[:16] if directory.is_dir() else None}
+    if not directory.is_dir():
+        return {"source_digest": None}
+    try:
+        generated = job_files(loaded.spec)
+    except PlanError:  # a config that cannot be rendered: plan notes why, and train refuses the spec
+        generated = {}
+    return {"source_digest": artifact_digest(directory, generated)[:16]}
 
 
 # What plan shows for a training job's model artifacts: apply reads the real URI with DescribeTrainingJob.

@@ -53,6 +53,7 @@ from neurondeploy.replay.sandbox import (
 )
 from neurondeploy.resources.release import TRAINING_DLC
 from neurondeploy.resources.sagemaker_endpoint import image_repository
+from neurondeploy.resources.sagemaker_training import to_cmd_args
 
 OPT_ML = "/opt/ml"
 HOST = "algo-1"
@@ -66,17 +67,6 @@ def decode(value: str) -> object:
         return json.loads(value)
     except ValueError:
         return value
-
-
-def to_cmd_args(hyperparameters: dict[str, object]) -> list[str]:
-    """sagemaker_training.mapping.to_cmd_args: sorted keys, ``--key`` (``-k`` for one letter), ``str(value)``."""
-    args: list[str] = []
-    for key in sorted(hyperparameters):
-        value = hyperparameters[key]
-        if isinstance(value, dict):
-            value = ",".join(f"{k}={v}" for k, v in sorted(value.items()))
-        args += [f"--{key}" if len(key) > 1 else f"-{key}", "" if value is None else str(value)]
-    return args
 
 
 def env_value(value: object) -> str:

@@ -1,5 +1,5 @@
 """NxD Training's YAML config for a training spec with ``engine: nxd-training`` (Llama-family models), rendered from
-the spec the way NxD Training's own example configs are written.
+the spec the way NxD Training's own example configs are written, and the files the job's launch adds to its code.
 
 The structure and every value not taken from the spec are those of NxD Training's Llama example configs
 (``examples/conf/hf_llama3_8B_config.yaml``, ``hf_llama3_70B_config.yaml``, ``hf_llama3.1_405B_trn1_config.yaml`` in
@@ -7,10 +7,16 @@ aws-neuron/neuronx-distributed-training at 9169aa03f39efd4eb02da63891a7ed98defb1
 2.26.0; the top-level keys as ``docs/general/config_overview.rst`` lists them there). The spec gives: the nodes and
 NeuronCores, the layout (TP, PP, ZeRO-1, sequence parallel, KV replication up to TP), micro and global batch, sequence
 length, the model's shape, activation checkpointing, precision, optimizer and schedule from hyperparameters, the
-checkpoint cadence and the compile cache. ``model.model_config`` names the ``config.json`` the job's launch is to
-write beside its code; that launch is not built yet, so nothing writes it. Paths are SageMaker's:
-the data channel under ``/opt/ml/input/data``, checkpoints (and logs) under ``/opt/ml/checkpoints``, which SageMaker
-syncs with the spec's checkpoint S3 URI.
+checkpoint cadence and the compile cache. Paths are SageMaker's: the code under ``/opt/ml/code``, the data channel
+under ``/opt/ml/input/data``, checkpoints (and logs) in the spec's checkpoint local path, which SageMaker syncs with its
+S3 URI.
+
+The launch is the SageMaker Python SDK's for Trainium recipes (``src/sagemaker/modules/train/sm_recipes/utils.py``,
+``_configure_trainium_args`` and ``_get_args_from_recipe``): the code is NxD Training's ``examples`` directory, the
+entry its ``training_orchestrator.py`` under torchrun, the config saved beside it and named by the hyperparameters
+``config-path`` and ``config-name`` (Hydra's options). :func:`job_files` is what the launch writes beside the code: the
+config and the model's ``config.json``, which NxD Training's Llama module reads with ``LlamaConfig.from_pretrained``
+(``lightning_modules/model/hf_models/llama_model.py``).
 
 Not verified here: NxD Training itself (it needs torch-xla and Neuron devices), and the 1.7.0 that the 2.27 to 2.30
 training images ship, whose source this machine does not have; a key it renamed would show when the job starts.
@@ -19,14 +25,35 @@ Mixture-of-experts models (NxD Training's ``model.moe`` block) are not rendered.
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import yaml
 
 from neurondeploy.errors import PlanError
 from neurondeploy.specs.training import TrainingSpec
 
 CODE_DIR = "/opt/ml/code"  # where SageMaker unpacks source_dir
 DATA_DIR = "/opt/ml/input/data"
-CHECKPOINT_DIR = "/opt/ml/checkpoints"
+ENTRY_POINT = "training_orchestrator.py"  # NxD Training's examples/, beside training.py, which it imports
+CONFIG_FILE = "nxd-training-config.yaml"
+MODEL_CONFIG_FILE = "config.json"
+# The hyperparameters the config takes (the rest of it is the spec's layout); NxD Training reads no --key value
+# arguments, so any other one would be dropped without a word.
+CONFIG_HYPERPARAMETERS = (
+    "sequence_length",
+    "micro_batch_size",
+    "global_batch_size",
+    "max_steps",
+    "learning_rate",
+    "min_learning_rate",
+    "warmup_steps",
+    "weight_decay",
+    "gradient_clip",
+    "rope_theta",
+    "seed",
+    "log_every",
+)
 RECOMPUTE_MODULES = {"attention": "CoreAttention", "mlp": "LlamaMLP"}  # NxD Training's module names
 # (type, master_weights, fp32_grad_acc) for our precision names: the Llama examples' mixed_precision keeps bf16
 # weights and gradients; Mixtral's adds fp32 master weights and fp32 gradient accumulation.
@@ -41,20 +68,61 @@ def _sequence_length(spec: TrainingSpec) -> int:
     return int(spec.hyperparameters["sequence_length"])
 
 
-def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, Any]:
-    """The config NxD Training's ``training_orchestrator.py`` reads for ``spec`` (module doc)."""
-    arch, d, hp = spec.architecture, spec.distribution, spec.hyperparameters
-    if arch is None or arch.experts is not None:
-        raise PlanError(
-            f"{spec.name}: NxD Training's config is rendered for dense Llama-family models given by `architecture`",
-            "give architecture (the model's config.json numbers); mixture-of-experts models are not rendered yet",
+def config_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
+    """(spec field, what is wrong, fix) for a dense spec whose config cannot be rendered as it would train: checked
+    by validate, so `train` never uploads a config NxD Training would misread."""
+    arch, hp = spec.architecture, spec.hyperparameters
+    problems = []
+    if arch is None:
+        problems.append(
+            (
+                "architecture",
+                "engine nxd-training builds the model from `architecture` (NxD Training reads it as config.json)",
+                "give architecture: the model's config.json numbers",
+            )
+        )
+    elif arch.head_dim and arch.head_dim * arch.attention_heads != arch.hidden_size:
+        # llama_model.py sets config.head_dim = hidden_size // num_attention_heads, whatever config.json says
+        problems.append(
+            (
+                "architecture.head_dim",
+                f"head_dim {arch.head_dim} is not hidden_size / attention_heads; NxD Training's Llama module "
+                f"overrides it with {arch.hidden_size // arch.attention_heads}, so the job would train another model",
+                "remove head_dim, or use engine: reference",
+            )
         )
     missing = [key for key in ("sequence_length", "micro_batch_size", "global_batch_size") if key not in hp]
     if missing:
-        raise PlanError(
-            f"{spec.name}: NxD Training needs hyperparameters {', '.join(missing)}",
-            "set them (NxD Training's data.micro_batch_size, data.global_batch_size, model.encoder_seq_length)",
+        problems.append(
+            (
+                "hyperparameters",
+                f"NxD Training needs {', '.join(missing)}",
+                "set them (NxD Training's model.encoder_seq_length, data.micro_batch_size, data.global_batch_size)",
+            )
         )
+    for name in sorted(set(hp) - set(CONFIG_HYPERPARAMETERS)):
+        problems.append(
+            (
+                f"hyperparameters.{name}",
+                "is not a setting of NxD Training's config, which is all its job reads (it takes no --key value)",
+                f"remove it; the config takes {', '.join(CONFIG_HYPERPARAMETERS)}",
+            )
+        )
+    return problems
+
+
+def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, Any]:
+    """The config NxD Training's ``training_orchestrator.py`` reads for ``spec`` (module doc)."""
+    arch, d, hp = spec.architecture, spec.distribution, spec.hyperparameters
+    if arch is not None and arch.experts is not None:
+        raise PlanError(
+            f"{spec.name}: NxD Training's config is rendered for dense Llama-family models",
+            "mixture-of-experts models (NxD Training's model.moe block) are not rendered yet",
+        )
+    problems = config_problems(spec)
+    if problems:
+        field, message, fix = problems[0]
+        raise PlanError(f"{spec.name}: {field}: {message}", fix)
     max_steps = int(hp.get("max_steps", 30000))
     selective = d.selective_checkpointing
     kind, master_weights, fp32_grad_acc = PRECISION[d.precision]
@@ -79,7 +147,7 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
         "exp_manager": {
             "log_local_rank_0_only": True,
             "create_tensorboard_logger": True,
-            "explicit_log_dir": CHECKPOINT_DIR,
+            "explicit_log_dir": spec.checkpoint.local_path,
             "exp_dir": None,
             "name": "hf_llama",
             "resume_if_exists": spec.checkpoint.resume,
@@ -120,7 +188,7 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
             "train_dir": f"{DATA_DIR}/{channel}" if channel else None,
         },
         "model": {
-            "model_config": f"{CODE_DIR}/config.json",
+            "model_config": f"{CODE_DIR}/{MODEL_CONFIG_FILE}",
             "encoder_seq_length": _sequence_length(spec),
             "max_position_embeddings": _sequence_length(spec),
             "num_layers": arch.layers,
@@ -165,3 +233,42 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
         "neuron_rt_exec_timeout": 100,
         "neuron_experimental_compress_rg": False,
     }
+
+
+def model_config(spec: TrainingSpec) -> dict[str, Any]:
+    """The model's Hugging Face ``config.json`` from ``architecture``, as ``LlamaConfig.from_pretrained`` reads it
+    (the keys of meta-llama's Llama-3 config.json); the config's ``model`` block sets layers, width, sequence length
+    and rope_theta over it, and both say the same."""
+    arch, hp = spec.architecture, spec.hyperparameters
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": arch.hidden_size,
+        "intermediate_size": arch.dense_intermediate_size,
+        "num_hidden_layers": arch.layers,
+        "num_attention_heads": arch.attention_heads,
+        "num_key_value_heads": arch.key_value_heads,
+        "vocab_size": arch.vocab_size,
+        "max_position_embeddings": _sequence_length(spec),
+        "rope_theta": float(hp.get("rope_theta", 500000.0)),
+        "rms_norm_eps": 1e-05,
+        "hidden_act": "silu",
+        "tie_word_embeddings": arch.tied_embeddings,
+        "torch_dtype": "float32" if spec.distribution.precision == "fp32" else "bfloat16",
+    }
+
+
+def job_files(spec: TrainingSpec, cores_per_node: int) -> dict[str, bytes]:
+    """What the launch writes beside NxD Training's examples in the job's code (module doc): the config and the
+    model's config.json, byte for byte the same for the same spec (the source archive is content-addressed)."""
+    config = nxd_training_config(spec, cores_per_node)
+    return {
+        CONFIG_FILE: yaml.safe_dump(config, sort_keys=False).encode(),
+        MODEL_CONFIG_FILE: (json.dumps(model_config(spec), indent=2) + "\n").encode(),
+    }
+
+
+def launch_hyperparameters() -> dict[str, str]:
+    """What the training toolkit passes to the entry as ``--config-path . --config-name <file>``: Hydra's options,
+    naming the config beside the code (the SDK's recipe launch passes the same two)."""
+    return {"config-path": ".", "config-name": CONFIG_FILE}

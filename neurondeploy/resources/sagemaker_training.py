@@ -8,6 +8,7 @@ import re
 
 from neurondeploy import catalog
 from neurondeploy.errors import PlanError
+from neurondeploy.resources import nxd_training_config
 from neurondeploy.resources.iam import ecr_pull_statements, s3_statements, sagemaker_log_statements
 from neurondeploy.resources.kinds import Caller, Kind, done
 from neurondeploy.resources.model import PlanContext, Request, Resource, Wait, resource, with_lookups
@@ -126,10 +127,26 @@ def script_hyperparameters(spec: TrainingSpec) -> dict[str, object]:
 
 def training_hyperparameters(spec: TrainingSpec, ctx: PlanContext) -> dict[str, str]:
     """JSON-encoded like the SageMaker SDK's framework estimators: the training toolkit json-decodes each
-    value before passing ``--key value`` to the script. The launch settings come before the layout."""
+    value before passing ``--key value`` to the script. The launch settings come before the layout. NxD Training
+    reads its config alone: its job passes only where that is."""
+    if spec.engine == "nxd-training":
+        values = {**_launch_hyperparameters(spec, ctx), **nxd_training_config.launch_hyperparameters()}
+        return {key: json.dumps(value) for key, value in values.items()}
     script = script_hyperparameters(spec)
     values = {**spec.hyperparameters, **_launch_hyperparameters(spec, ctx), **script}
     return {key: json.dumps(value) for key, value in values.items()}
+
+
+def to_cmd_args(hyperparameters: dict[str, object]) -> list[str]:
+    """What the training toolkit appends to the entry's command for the decoded hyperparameters
+    (sagemaker_training.mapping.to_cmd_args): sorted keys, ``--key`` (``-k`` for one letter), ``str(value)``."""
+    args: list[str] = []
+    for key in sorted(hyperparameters):
+        value = hyperparameters[key]
+        if isinstance(value, dict):
+            value = ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+        args += [f"--{key}" if len(key) > 1 else f"-{key}", "" if value is None else str(value)]
+    return args
 
 
 # --auto-cast=none everywhere: autocast happens in torch (bf16-autocast), or the weights are already bf16
@@ -141,15 +158,27 @@ _CC_FLAGS = {
 }
 
 
+def job_files(spec: TrainingSpec) -> dict[str, bytes]:
+    """What the launch writes beside source_dir in the job's code: NxD Training's config and the model's
+    config.json (resources.nxd_training_config); nothing for the reference script."""
+    if spec.engine != "nxd-training":
+        return {}
+    return nxd_training_config.job_files(spec, catalog.get_instance(spec.instance_type).neuron_cores)
+
+
 def training_environment(spec: TrainingSpec) -> dict[str, str]:
     instance = catalog.get_instance(spec.instance_type)
-    env = {
-        "NEURON_CC_FLAGS": _CC_FLAGS[spec.distribution.precision],
-        # Read by the reference script (no SageMaker field carries them; hyperparameters are nearly full).
-        "NEURONDEPLOY_MICROBATCHES": str(spec.distribution.microbatches),
-        "NEURONDEPLOY_CHECKPOINT_DIR": spec.checkpoint.local_path,
-        "NEURONDEPLOY_RESUME": "1" if spec.checkpoint.resume else "0",
-    }
+    env = {}
+    if spec.engine == "reference":
+        env = {
+            "NEURON_CC_FLAGS": _CC_FLAGS[spec.distribution.precision],
+            # Read by the reference script (no SageMaker field carries them; hyperparameters are nearly full).
+            "NEURONDEPLOY_MICROBATCHES": str(spec.distribution.microbatches),
+            "NEURONDEPLOY_CHECKPOINT_DIR": spec.checkpoint.local_path,
+            "NEURONDEPLOY_RESUME": "1" if spec.checkpoint.resume else "0",
+        }
+    # NxD Training's training_orchestrator.py sets the compiler flags, bf16 and stochastic rounding variables from
+    # its config's compiler_flags and precision.type; a value here would win over them (it sets only unset ones).
     if spec.compile_cache_uri:
         env["NEURON_COMPILE_CACHE_URL"] = spec.compile_cache_uri
     if spec.parallel_compile:
@@ -158,7 +187,7 @@ def training_environment(spec: TrainingSpec) -> dict[str, str]:
             env["NEURON_PARALLEL_COMPILE_MAX_RETRIES"] = (
                 "1"  # little host memory (aws-neuron-sdk .../training/pytorch-neuron-parallel-compile.rst)
             )
-    if spec.distribution.precision == "bf16-stochastic-rounding":
+    if spec.engine == "reference" and spec.distribution.precision == "bf16-stochastic-rounding":
         env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"
     if spec.instance_count > 1 and instance.multi_node:
         # The container sets these only for types in its lists, which miss ml.trn1n.32xlarge (sagemaker-training-toolkit src/sagemaker_training/torch_distributed.py).

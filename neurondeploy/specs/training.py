@@ -173,7 +173,9 @@ class TrainingSpec(SpecBase):
             "torchrun-launched by the SageMaker training toolkit, and what `train --local` runs; nxd-training, NxD "
             "Training (aws-neuron/neuronx-distributed-training) as the pytorch-training-neuronx image ships it: "
             "pipeline and sequence parallel, the layouts AWS publishes for Llama-class models. validate and plan size "
-            "an nxd-training layout as NxD Training runs it (1F1B pipeline schedule); its job launch is not built yet."
+            "an nxd-training layout as NxD Training runs it (1F1B pipeline schedule); its job runs NxD Training's "
+            "training_orchestrator.py (entry_point) from its examples directory (source_dir) with the config plan "
+            "renders; `train --local` does not run it (no torch-xla here)."
         ),
     ] = "reference"
     entry_point: Annotated[str, Field(description="Training script, relative to source_dir.", min_length=1)]

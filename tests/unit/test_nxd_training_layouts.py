@@ -17,9 +17,11 @@ import yaml
 from test_published_deployments import LLAMA_3_8B, LLAMA_3_70B, MIXTRAL_8X7B
 
 from neurondeploy import catalog
+from neurondeploy.errors import PlanError
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.planner.sizing import architecture_from_config_values
 from neurondeploy.planner.validate import validate_file
+from neurondeploy.resources.sagemaker_training import job_files
 from neurondeploy.specs import load_spec
 
 LLAMA_3_1_405B = {  # meta-llama/Llama-3.1-405B/config.json
@@ -62,8 +64,8 @@ def spec_of(example: dict, **change) -> dict:
         "kind": "training",
         "engine": "nxd-training",
         "name": example["file"].removesuffix("_config.yaml").replace("_", "-").replace(".", "-").lower(),
-        "entry_point": "train.py",
-        "source_dir": "code",
+        "entry_point": "training_orchestrator.py",
+        "source_dir": "examples",
         "instance_type": "trn1.32xlarge",
         "instance_count": example["num_nodes"],
         "neuron_sdk_version": "2.27.0",
@@ -81,8 +83,10 @@ def spec_of(example: dict, **change) -> dict:
 
 
 def write(tmp_path, spec: dict):
-    (tmp_path / "code").mkdir(exist_ok=True)
-    (tmp_path / "code" / "train.py").write_text("# the job's entry\n")
+    """The spec beside a stand-in of NxD Training's examples directory (its entry and the module it imports)."""
+    (tmp_path / "examples").mkdir(exist_ok=True)
+    for name in ("training_orchestrator.py", "training.py"):
+        (tmp_path / "examples" / name).write_text("# a stand-in of NxD Training's examples/" + name + "\n")
     path = tmp_path / f"{spec['name']}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -146,25 +150,27 @@ def test_the_reference_engine_refuses_what_only_nxd_training_does(tmp_path):
     )
 
 
-def test_train_refuses_an_nxd_training_spec_in_one_line_until_its_launch_is_built(tmp_path):
-    """Sized, not launched: `train` says so before anything is uploaded or started, locally and on SageMaker."""
+def test_train_local_refuses_an_nxd_training_spec_in_one_line(tmp_path):
+    """NxD Training needs torch-xla and Neuron devices: `train --local` says so before anything starts."""
     path = write(tmp_path, spec_of(EXAMPLES[0]))
-    for extra in ([], ["--local"]):
-        run = subprocess.run(
-            [sys.executable, "-m", "neurondeploy.cli", "train", str(path), "--yes", *extra],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "AWS_ENDPOINT_URL": "http://127.0.0.1:9"},
-        )
-        assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
-        (line,) = run.stderr.strip().splitlines()
-        assert "engine nxd-training is sized by validate and plan" in line and "nothing was started" in line, line
+    run = subprocess.run(
+        [sys.executable, "-m", "neurondeploy.cli", "train", str(path), "--local"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert "does not run on this machine" in line and "nothing was started" in line, line
+    assert not (tmp_path / ".neurondeploy").exists()
 
 
-def test_plan_says_the_job_request_is_not_nxd_trainings_yet(tmp_path):
+def test_plan_shows_the_launch_of_nxd_trainings_entry(tmp_path):
     plan = build_plan(load_spec(write(tmp_path, spec_of(EXAMPLES[1]))))
-    assert any(line.startswith("engine nxd-training: the layout is sized") for line in plan.before_apply)
+    (line,) = [line for line in plan.before_apply if line.startswith("engine nxd-training: ")]
+    assert "torchrun --nnodes 16 --nproc_per_node 32 training_orchestrator.py" in line, line
+    assert "--config-name nxd-training-config.yaml --config-path ." in line, line
 
 
 # Where each published value sits in NxD Training's config (the table keeps the file's leaf names).
@@ -216,6 +222,9 @@ def test_the_rendered_config_matches_the_published_file_key_by_key(tmp_path, exa
 
 
 def test_a_mixture_of_experts_model_is_sized_but_its_config_not_rendered(tmp_path):
-    plan = build_plan(load_spec(write(tmp_path, spec_of(EXAMPLES[3]))))
+    loaded = load_spec(write(tmp_path, spec_of(EXAMPLES[3])))
+    plan = build_plan(loaded)
     assert plan.engine_config is None
     assert any(line.startswith("NxD Training config not rendered: ") for line in plan.before_apply)
+    with pytest.raises(PlanError, match="dense Llama-family models"):  # so `train` refuses it before any upload
+        job_files(loaded.spec)
