@@ -277,6 +277,29 @@ def build_parser() -> argparse.ArgumentParser:
     _state_options(train)
     train.set_defaults(handler="train:cmd_train")
 
+    data = commands.add_parser(
+        "data", help="tokenize and pack a text corpus into a training channel's dataset, and upload it to its S3 prefix"
+    )
+    data.add_argument("spec", metavar="SPEC")
+    data.add_argument(
+        "--corpus",
+        required=True,
+        metavar="PATH",
+        help='a .jsonl file ({"text": ...} per line), a .txt file (a document per line), or a directory of them',
+    )
+    data.add_argument(
+        "--tokenizer", required=True, metavar="DIR", help="the model's tokenizer: its directory (or pkg://package/dir)"
+    )
+    data.add_argument("--channel", help="the input channel (default: the one with format: tokenized)")
+    data.add_argument(
+        "--out",
+        metavar="DIR",
+        help="the local dataset (default: the channel's local_path, else .neurondeploy/data/...)",
+    )
+    data.add_argument("--no-upload", action="store_true", help="write the local dataset only")
+    data.add_argument("--json", action="store_true", help="print a JSON summary at the end")
+    data.set_defaults(handler="data:cmd_data")
+
     stop = commands.add_parser(
         "stop", help="stop a deployment's running SageMaker training job (checkpoints stay in S3)"
     )

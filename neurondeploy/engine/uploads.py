@@ -68,10 +68,12 @@ def upload_artifact(
     digest = digest or artifact_digest(directory, generated)
     if artifact_is_current(transport, uri, digest):
         return False
-    return _put_if_new(transport, uri, pack_artifact(directory, generated), digest, "application/gzip")
+    return put_if_new(transport, uri, pack_artifact(directory, generated), digest, "application/gzip")
 
 
-def _put_if_new(transport: AwsTransport, uri: str, body: bytes, digest: str, content_type: str) -> bool:
+def put_if_new(transport: AwsTransport, uri: str, body: bytes, digest: str, content_type: str) -> bool:
+    """PutObject of ``body`` at ``uri`` with its sha256 (``digest``) in its metadata, unless the object there already
+    has it. True if sent."""
     if artifact_is_current(transport, uri, digest):
         return False
     bucket, key = split_s3(uri)
@@ -100,7 +102,7 @@ def upload_toolkit(transport: AwsTransport, artifact_s3_uri: str, wheel: Toolkit
         (CONSTRAINTS_FILE, wheel.constraints.encode(), wheel.constraints_sha256, "text/plain"),
     )
     for name, body, digest, content_type in objects:
-        if _put_if_new(transport, prefix + name, body, digest, content_type):
+        if put_if_new(transport, prefix + name, body, digest, content_type):
             sent.append(prefix + name)
     return sent
 

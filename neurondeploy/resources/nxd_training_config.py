@@ -68,6 +68,11 @@ def _sequence_length(spec: TrainingSpec) -> int:
     return int(spec.hyperparameters["sequence_length"])
 
 
+def training_channel(spec: TrainingSpec) -> str | None:
+    """The channel NxD Training trains from (``data.train_dir``): the first with format tokenized."""
+    return next((name for name, channel in spec.inputs.items() if channel.format == "tokenized"), None)
+
+
 def config_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
     """(spec field, what is wrong, fix) for a dense spec whose config cannot be rendered as it would train: checked
     by validate, so `train` never uploads a config NxD Training would misread."""
@@ -100,6 +105,15 @@ def config_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
                 "set them (NxD Training's model.encoder_seq_length, data.micro_batch_size, data.global_batch_size)",
             )
         )
+    if training_channel(spec) is None:
+        problems.append(
+            (
+                "inputs",
+                "NxD Training's HF data module loads its training data from a channel with format: tokenized "
+                "(datasets.load_from_disk of data.train_dir)" + ("" if spec.inputs else "; the spec has no channel"),
+                "add inputs.train with s3_uri and format: tokenized, and fill it with `neurondeploy data`",
+            )
+        )
     for name in sorted(set(hp) - set(CONFIG_HYPERPARAMETERS)):
         problems.append(
             (
@@ -126,7 +140,7 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
     max_steps = int(hp.get("max_steps", 30000))
     selective = d.selective_checkpointing
     kind, master_weights, fp32_grad_acc = PRECISION[d.precision]
-    channel = next(iter(spec.inputs), None)
+    channel = training_channel(spec)
     return {
         "name": "hf_llama",
         "model_source": "hf",

@@ -268,15 +268,7 @@ class ModelSpec(StrictModel):
     def resolved_path(self, base_dir: Path) -> Path:
         """The model path on this machine. ``pkg://<package>/<subdir>`` names a directory shipped inside an
         installed Python package (found without importing it); relative paths are relative to the spec file."""
-        text = self.path or ""
-        if text.startswith(PACKAGE_PREFIX):
-            package, _, subdir = text[len(PACKAGE_PREFIX) :].partition("/")
-            found = importlib.util.find_spec(package) if package.isidentifier() else None
-            if found is None or not found.submodule_search_locations:
-                return Path(text)  # does not exist: callers report it as a missing path
-            return Path(list(found.submodule_search_locations)[0]) / subdir
-        path = Path(text).expanduser()
-        return path if path.is_absolute() else base_dir / path
+        return local_path(self.path or "", base_dir)
 
     @property
     def source_kind(self) -> str:
@@ -289,6 +281,19 @@ class ModelSpec(StrictModel):
         if self.training_job:
             return "training-job"
         return "torchscript" if self.path.endswith((".pt", ".pth", ".ts")) else "hf-directory"
+
+
+def local_path(text: str, base_dir: Path) -> Path:
+    """A path a spec or the CLI names on this machine: ``pkg://<package>/<subdir>`` is a directory shipped inside an
+    installed Python package (found without importing it); relative paths are relative to ``base_dir``."""
+    if text.startswith(PACKAGE_PREFIX):
+        package, _, subdir = text[len(PACKAGE_PREFIX) :].partition("/")
+        found = importlib.util.find_spec(package) if package.isidentifier() else None
+        if found is None or not found.submodule_search_locations:
+            return Path(text)  # does not exist: callers report it as a missing path
+        return Path(list(found.submodule_search_locations)[0]) / subdir
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else base_dir / path
 
 
 class CompileSpec(StrictModel):

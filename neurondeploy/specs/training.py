@@ -154,6 +154,15 @@ class InputChannel(StrictModel):
         Literal["FullyReplicated", "ShardedByS3Key"],
         Field(description="Every host gets all data, or a shard of the keys."),
     ] = "FullyReplicated"
+    format: Annotated[
+        Literal["files", "tokenized"],
+        Field(
+            description="What the channel holds: files, read by the script as it likes (the reference script "
+            "reads text); tokenized, a Hugging Face datasets directory (save_to_disk) of token sequences packed to "
+            "hyperparameters.sequence_length with input_ids, attention_mask and labels, which NxD Training's HF "
+            "data module loads (datasets.load_from_disk) and `neurondeploy data` writes from a text corpus."
+        ),
+    ] = "files"
 
     @model_validator(mode="after")
     def _somewhere(self) -> InputChannel:

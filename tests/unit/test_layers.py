@@ -48,6 +48,7 @@ HEAVY_OPTIONAL = {
     "httpx",
     "rich",
     "yaml",
+    "pyarrow",  # neurondeploy data writes the tokenized dataset with it (the data extra)
 }
 
 

@@ -82,8 +82,13 @@ def test_the_source_archive_is_named_by_the_config_too(tmp_path):
         ({"entry_point": "train.py"}, "entry_point", "runs NxD Training's training_orchestrator.py"),
         ({"hyperparameters": {"lr": 0.1}}, "hyperparameters.lr", "is not a setting of NxD Training's config"),
         ({"head_dim": 64}, "architecture.head_dim", "overrides it with 128"),
+        (
+            {"inputs": {"train": {"s3_uri": "s3://my-training-bucket/text"}}},
+            "inputs",
+            "loads its training data from a channel with format: tokenized",
+        ),
     ],
-    ids=["another entry", "a hyperparameter it would ignore", "a head width it would override"],
+    ids=["another entry", "a hyperparameter it would ignore", "a head width it would override", "raw files"],
 )
 def test_validate_refuses_what_nxd_training_would_misread_on_its_line(tmp_path, change, field, words):
     spec = spec_of(LLAMA_70B)

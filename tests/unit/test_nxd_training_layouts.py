@@ -71,6 +71,7 @@ def spec_of(example: dict, **change) -> dict:
         "neuron_sdk_version": "2.27.0",
         "architecture": arch.model_dump(exclude_none=True, exclude={"parameters"}),
         "distribution": distribution,
+        "inputs": {"train": {"s3_uri": "s3://my-training-bucket/tokenized/train", "format": "tokenized"}},
         "hyperparameters": {
             "sequence_length": example["encoder_seq_length"],
             "micro_batch_size": example["micro_batch_size"],
