@@ -43,9 +43,29 @@ def hosts_file(directory: Path, hosts: list[str]) -> Path:
     return path
 
 
-def with_host_names(command: list[str], hosts_path: Path) -> list[str]:
-    """``command`` run where ``/etc/hosts`` is ``hosts_path`` (module doc). Raises :class:`ReplayError` when this
-    machine allows no mount namespace."""
+# In the host's mount namespace, its /opt/ml directory is bound at /opt/ml, where the container has it: code that
+# names SageMaker's paths itself (NxD Training's config does) finds them. This machine has no /opt/ml, and making one
+# would change it: /opt is covered with a tmpfs holding /opt/ml and each of its own entries bound back.
+_OPT_ML = """
+set -e
+opt_ml=$1; kept=$2; shift 2
+if [ ! -e /opt/ml ]; then
+  mkdir -p "$kept"; mount --bind /opt "$kept"; mount -t tmpfs neurondeploy-opt /opt
+  for entry in "$kept"/* "$kept"/.[!.]*; do
+    [ -e "$entry" ] || continue
+    name=$(basename "$entry")
+    if [ -d "$entry" ]; then mkdir "/opt/$name"; else touch "/opt/$name"; fi
+    mount --bind "$entry" "/opt/$name"
+  done
+  mkdir /opt/ml
+fi
+mount --bind "$opt_ml" /opt/ml
+"""
+
+
+def with_host_names(command: list[str], hosts_path: Path, opt_ml: Path | None = None) -> list[str]:
+    """``command`` run where ``/etc/hosts`` is ``hosts_path`` (module doc), and, given ``opt_ml``, where /opt/ml is
+    that directory. Raises :class:`ReplayError` when this machine allows no mount namespace."""
     unshare = unshare_command()
     if unshare is None:
         raise ReplayError(
@@ -53,5 +73,9 @@ def with_host_names(command: list[str], hosts_path: Path) -> list[str]:
             "mount namespace (unshare -m / -rm)",
             "replay on a machine that allows unprivileged user namespaces, or as root",
         )
-    mount = f'mount --bind {shlex.quote(str(hosts_path))} /etc/hosts && exec "$@"'
-    return [*unshare, "sh", "-c", mount, "sh", *command]
+    mount = f"mount --bind {shlex.quote(str(hosts_path))} /etc/hosts"
+    if opt_ml is None or not Path("/opt").is_dir():
+        return [*unshare, "sh", "-c", f'{mount} && exec "$@"', "sh", *command]
+    kept = hosts_path.parent / "opt"  # where /opt itself stays reachable while the tmpfs covers it
+    script = f'{_OPT_ML}{mount}\nexec "$@"'
+    return [*unshare, "sh", "-c", script, "sh", str(opt_ml), str(kept), *command]

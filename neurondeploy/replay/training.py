@@ -346,7 +346,8 @@ def _prepare_host(
         },
         aws=True,  # the execution role, stood in for by the caller's credentials
     )
-    return HostRun(host, opt_ml, with_host_names([str(venv / "bin" / "train")], names), env, sync, downloaded)
+    command = with_host_names([str(venv / "bin" / "train")], names, opt_ml)
+    return HostRun(host, opt_ml, command, env, sync, downloaded)
 
 
 def replay_training_job(

@@ -18,9 +18,12 @@ entry its ``training_orchestrator.py`` under torchrun, the config saved beside i
 config and the model's ``config.json``, which NxD Training's Llama module reads with ``LlamaConfig.from_pretrained``
 (``lightning_modules/model/hf_models/llama_model.py``).
 
+A model with experts is rendered as ``examples/conf/hf_mixtral_8x7b_config.yaml`` differs from the Llama files (the
+``model.moe`` block, and :func:`_mixture_of_experts`), its config.json as Mixtral's; NxD Training's ``training.py``
+builds its Mixtral module for a config whose name holds "mixtral".
+
 Not verified here: NxD Training itself (it needs torch-xla and Neuron devices), and the 1.7.0 that the 2.27 to 2.30
 training images ship, whose source this machine does not have; a key it renamed would show when the job starts.
-Mixture-of-experts models (NxD Training's ``model.moe`` block) are not rendered.
 """
 
 from __future__ import annotations
@@ -73,6 +76,35 @@ def training_channel(spec: TrainingSpec) -> str | None:
     return next((name for name, channel in spec.inputs.items() if channel.format == "tokenized"), None)
 
 
+def _rope_theta(spec: TrainingSpec) -> float:
+    # Llama 3's config.json has 500000.0, Mixtral's 1000000.0 (as their example configs)
+    return float(spec.hyperparameters.get("rope_theta", 1e6 if spec.architecture.experts else 5e5))
+
+
+def _experts_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
+    """What NxD Training's Mixtral module cannot build: its decoder layer is attention and routed experts, every
+    layer (modeling_mixtral.py); dropless routing needs a gated SiLU MLP (training_orchestrator.py)."""
+    arch, problems = spec.architecture, []
+    if arch.shared_expert_intermediate_size or arch.dense_layers:
+        problems.append(
+            (
+                "architecture.experts",
+                "NxD Training's Mixtral module has routed experts in every layer, without shared experts or dense "
+                "layers",
+                "train this model with engine: reference, or remove shared_expert_intermediate_size / dense_layers",
+            )
+        )
+    if spec.distribution.expert_capacity_factor == 0 and not arch.gated_mlp:
+        problems.append(
+            (
+                "distribution.expert_capacity_factor",
+                "0 is dropless routing, which NxD Training runs with a gated (GLU) SiLU MLP only",
+                "set gated_mlp: true (Mixtral's experts are gated), or a capacity factor above 0",
+            )
+        )
+    return problems
+
+
 def config_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
     """(spec field, what is wrong, fix) for a dense spec whose config cannot be rendered as it would train: checked
     by validate, so `train` never uploads a config NxD Training would misread."""
@@ -114,6 +146,8 @@ def config_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
                 "add inputs.train with s3_uri and format: tokenized, and fill it with `neurondeploy data`",
             )
         )
+    if arch is not None and arch.experts:
+        problems += _experts_problems(spec)
     for name in sorted(set(hp) - set(CONFIG_HYPERPARAMETERS)):
         problems.append(
             (
@@ -128,11 +162,6 @@ def config_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
 def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, Any]:
     """The config NxD Training's ``training_orchestrator.py`` reads for ``spec`` (module doc)."""
     arch, d, hp = spec.architecture, spec.distribution, spec.hyperparameters
-    if arch is not None and arch.experts is not None:
-        raise PlanError(
-            f"{spec.name}: NxD Training's config is rendered for dense Llama-family models",
-            "mixture-of-experts models (NxD Training's model.moe block) are not rendered yet",
-        )
     problems = config_problems(spec)
     if problems:
         field, message, fix = problems[0]
@@ -141,8 +170,9 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
     selective = d.selective_checkpointing
     kind, master_weights, fp32_grad_acc = PRECISION[d.precision]
     channel = training_channel(spec)
-    return {
-        "name": "hf_llama",
+    name = _name(spec)
+    config = {
+        "name": name,
         "model_source": "hf",
         "seed": int(hp.get("seed", 1234)),
         "trainer": {
@@ -163,7 +193,7 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
             "create_tensorboard_logger": True,
             "explicit_log_dir": spec.checkpoint.local_path,
             "exp_dir": None,
-            "name": "hf_llama",
+            "name": name,
             "resume_if_exists": spec.checkpoint.resume,
             "resume_ignore_no_checkpoint": True,
             "create_checkpoint_callback": True,
@@ -209,7 +239,7 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
             "hidden_size": arch.hidden_size,
             "qkv_linear": True,
             "fuse_qkv": True,
-            "rope_theta": float(hp.get("rope_theta", 500000.0)),
+            "rope_theta": _rope_theta(spec),
             "use_cpu_initialization": True,
             "activations_checkpoint_granularity": d.checkpoint_granularity if d.gradient_checkpointing else None,
             "activations_checkpoint_recompute": [RECOMPUTE_MODULES[name] for name in d.recompute]
@@ -247,24 +277,76 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
         "neuron_rt_exec_timeout": 100,
         "neuron_experimental_compress_rg": False,
     }
+    return _mixture_of_experts(config, spec) if arch.experts else config
+
+
+def _name(spec: TrainingSpec) -> str:
+    # training.py builds HFMixtralModule when "mixtral" is in the config's name, HFLLamaModule otherwise
+    return "hf_mixtral" if spec.architecture.experts else "hf_llama"
+
+
+def _mixture_of_experts(config: dict[str, Any], spec: TrainingSpec) -> dict[str, Any]:
+    """The Llama config made Mixtral's, as ``examples/conf/hf_mixtral_8x7b_config.yaml`` differs from the Llama
+    files: the model.moe block (what mixtral_model.py reads from it), expert parallel 1, no KV replicator, fused QKV
+    or context parallel keys, NKI flash attention off, a capturable optimizer, fp32 gradients' collectives off, the
+    compiler's saturate-infinity flag and 7 in-flight requests."""
+    arch, d = spec.architecture, spec.distribution
+    strategy = config["distributed_strategy"]
+    for key in ("kv_replicator", "context_parallel_size"):
+        strategy.pop(key)
+    strategy["expert_model_parallel_size"] = 1
+    model = config["model"]
+    for key in ("qkv_linear", "fuse_qkv", "do_layer_norm_weight_decay"):
+        model.pop(key)
+    model["moe"] = {
+        "num_experts": arch.experts,
+        "frequency": 1,  # every layer
+        "dropout": 0.0,
+        "capacity_factor": d.expert_capacity_factor,
+        "dropless": d.expert_capacity_factor == 0,
+        "routing_algorithm": "top_k",
+        "top_k": arch.experts_per_token or 1,
+        "output_router_logits": True,
+        "router_aux_loss_coef": 0.02,
+        "normalize_top_k_affinities": True,
+    }
+    model["fusions"]["flash_attention"] = False
+    model["optim"]["capturable"] = True
+    config["precision"]["fp32_grads_cc"] = False
+    config["compiler_flags"] = "--model-type transformer --enable-saturate-infinity"
+    config["aync_exec_max_inflight_requests"] = 7
+    return config
 
 
 def model_config(spec: TrainingSpec) -> dict[str, Any]:
-    """The model's Hugging Face ``config.json`` from ``architecture``, as ``LlamaConfig.from_pretrained`` reads it
-    (the keys of meta-llama's Llama-3 config.json); the config's ``model`` block sets layers, width, sequence length
-    and rope_theta over it, and both say the same."""
-    arch, hp = spec.architecture, spec.hyperparameters
-    return {
+    """The model's Hugging Face ``config.json`` from ``architecture``, as ``LlamaConfig.from_pretrained`` (or
+    ``MixtralConfig``'s, for experts) reads it: the keys of meta-llama's Llama-3 and mistralai's Mixtral config.json;
+    the config's ``model`` block sets layers, width, sequence length and rope_theta over it, and both say the same."""
+    arch = spec.architecture
+    family = {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
-        "hidden_size": arch.hidden_size,
         "intermediate_size": arch.dense_intermediate_size,
+    }
+    if arch.experts:
+        family = {
+            "architectures": ["MixtralForCausalLM"],
+            "model_type": "mixtral",
+            "intermediate_size": arch.expert_intermediate_size or arch.dense_intermediate_size,  # one expert's
+            "num_local_experts": arch.experts,
+            "num_experts_per_tok": arch.experts_per_token or 1,
+            "router_aux_loss_coef": 0.02,
+            "output_router_logits": True,
+        }
+    return {
+        **family,
+        "hidden_size": arch.hidden_size,
         "num_hidden_layers": arch.layers,
         "num_attention_heads": arch.attention_heads,
         "num_key_value_heads": arch.key_value_heads,
         "vocab_size": arch.vocab_size,
         "max_position_embeddings": _sequence_length(spec),
-        "rope_theta": float(hp.get("rope_theta", 500000.0)),
+        "rope_theta": _rope_theta(spec),
         "rms_norm_eps": 1e-05,
         "hidden_act": "silu",
         "tie_word_embeddings": arch.tied_embeddings,

@@ -82,6 +82,17 @@ class DistributionSpec(StrictModel):
             max_length=2,
         ),
     ] = ["attention"]
+    expert_capacity_factor: Annotated[
+        float,
+        Field(
+            description="Mixture-of-experts models with NxD Training: the tokens each expert takes per step, as a "
+            "multiple of an even share; tokens routed beyond it are dropped (NxD Training's model.moe."
+            "capacity_factor; the published Mixtral config uses 2.0). 0: dropless, every token reaches its "
+            "experts (model.moe.dropless; it needs a gated SiLU MLP).",
+            ge=0,
+            le=64,
+        ),
+    ] = 2.0
 
     @property
     def selective_checkpointing(self) -> bool:

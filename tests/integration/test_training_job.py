@@ -465,12 +465,20 @@ def test_ctrl_c_while_waiting_leaves_the_job_running(spec_file, tmp_path, aws, s
 
     state = tmp_path / "state.db"
     job_name = start_running_job(spec_file, state, sim)
+    # Bounded: were the Ctrl-C lost, the job would complete at the third describe and the test fail, not hang.
+    sim.scripts[job_name] = [
+        lambda job: None,
+        lambda job: None,
+        ("Completed", "Completed", "Training job completed", {}),
+    ]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a terminal's Ctrl-C reaches Python's own
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))  # a real Ctrl-C, during the 30 s poll pause
     timer.start()
     try:
         code = main(["train", str(spec_file), "--yes", "--state", str(state), "--wait-delay-s", "30"])
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert code == EXIT_DETACHED
     err = capsys.readouterr().err
     assert f"stopped waiting; {job_name} keeps running" in err

@@ -9,6 +9,7 @@ on Trainium") and sequence parallelism was not counted (the 405B layout was judg
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -17,7 +18,6 @@ import yaml
 from test_published_deployments import LLAMA_3_8B, LLAMA_3_70B, MIXTRAL_8X7B
 
 from neurondeploy import catalog
-from neurondeploy.errors import PlanError
 from neurondeploy.planner.plan import build_plan
 from neurondeploy.planner.sizing import architecture_from_config_values
 from neurondeploy.planner.validate import validate_file
@@ -60,6 +60,8 @@ def spec_of(example: dict, **change) -> dict:
     }
     if selective:
         distribution["recompute"] = [RECOMPUTE[name] for name in example["activations_checkpoint_recompute"]]
+    if "capacity_factor" in example:
+        distribution["expert_capacity_factor"] = example["capacity_factor"]
     spec = {
         "kind": "training",
         "engine": "nxd-training",
@@ -194,6 +196,11 @@ CONFIG_PATHS = {
     "precision_type": "precision.type",
     "master_weights": "precision.master_weights",
     "fp32_grad_acc": "precision.fp32_grad_acc",
+    "expert_model_parallel_size": "distributed_strategy.expert_model_parallel_size",
+    "num_experts": "model.moe.num_experts",
+    "top_k": "model.moe.top_k",
+    "capacity_factor": "model.moe.capacity_factor",
+    "dropless": "model.moe.dropless",
 }
 # The top-level keys NxD Training's config overview lists (docs/general/config_overview.rst at the same commit).
 TOP_LEVEL = [
@@ -210,22 +217,55 @@ def at(config: dict, path: str):
     return config
 
 
-@pytest.mark.parametrize("example", LLAMA, ids=[e["file"] for e in LLAMA])
+def has(config: dict, path: str) -> bool:
+    try:
+        at(config, path)
+    except KeyError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e["file"] for e in EXAMPLES])
 def test_the_rendered_config_matches_the_published_file_key_by_key(tmp_path, example):
-    """plan renders NxD Training's config from our spec: every published layout value lands on its key."""
+    """plan renders NxD Training's config from our spec: every published layout value lands on its key, and a key
+    the file does not have (the Llama files' MoE block, the Mixtral file's KV replicator) is not rendered."""
     plan = build_plan(load_spec(write(tmp_path, spec_of(example))))
     config = plan.engine_config
     assert list(config) == TOP_LEVEL
     for key, path in CONFIG_PATHS.items():
-        assert at(config, path) == example[key], (key, path, at(config, path), example[key])
+        if key not in example:
+            assert not has(config, path), (key, path)
+        else:
+            assert at(config, path) == example[key], (key, path, at(config, path), example[key])
     assert config["model"]["model_config"] == "/opt/ml/code/config.json"
     assert config["exp_manager"]["explicit_log_dir"] == "/opt/ml/checkpoints"  # synced with checkpoint.s3_uri
+    # training.py builds HFMixtralModule for a name with "mixtral" in it, HFLLamaModule otherwise
+    assert ("mixtral" in config["name"]) == example["model"].startswith("mistralai/Mixtral")
 
 
-def test_a_mixture_of_experts_model_is_sized_but_its_config_not_rendered(tmp_path):
+def test_a_mixture_of_experts_model_is_rendered_as_mixtral_with_its_config_json(tmp_path):
+    from transformers import MixtralConfig
+
     loaded = load_spec(write(tmp_path, spec_of(EXAMPLES[3])))
-    plan = build_plan(loaded)
-    assert plan.engine_config is None
-    assert any(line.startswith("NxD Training config not rendered: ") for line in plan.before_apply)
-    with pytest.raises(PlanError, match="dense Llama-family models"):  # so `train` refuses it before any upload
-        job_files(loaded.spec)
+    files = job_files(loaded.spec)
+    (tmp_path / "config.json").write_bytes(files["config.json"])
+    config = MixtralConfig.from_pretrained(tmp_path / "config.json")  # as mixtral_model.py reads it
+    published = CONFIGS["mistralai/Mixtral-8x7B-v0.1"]
+    for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_key_value_heads", "num_local_experts"):
+        assert getattr(config, key) == published[key], key
+    assert config.num_experts_per_tok == 2
+    assert json.loads(files["config.json"])["rope_theta"] == 1e6  # Mixtral's (transformers 5 files it elsewhere)
+    rendered = yaml.safe_load(files["nxd-training-config.yaml"])
+    assert rendered["compiler_flags"] == "--model-type transformer --enable-saturate-infinity"  # the file's
+
+
+def test_what_nxd_trainings_mixtral_module_cannot_build_is_refused(tmp_path):
+    shared = spec_of(EXAMPLES[3])
+    shared["architecture"]["shared_expert_intermediate_size"] = 4096
+    dropless = spec_of(EXAMPLES[3])
+    dropless["architecture"]["gated_mlp"] = False
+    dropless["distribution"]["expert_capacity_factor"] = 0
+    for spec, field in ((shared, "architecture.experts"), (dropless, "distribution.expert_capacity_factor")):
+        result = validate_file(str(write(tmp_path, spec)))
+        errors = [line for line in result.lines() if line.startswith("error:")]
+        assert len(errors) == 1 and f": {field}: " in errors[0], result.lines()
