@@ -399,6 +399,13 @@ def check_training_engine(loaded: LoadedSpec) -> Iterable[Finding]:
         yield from _nxd_training_launch(spec)
         return
     fix = "remove it, or set engine: nxd-training"
+    if d.precision.startswith("bf16-mixed"):
+        yield error(
+            "distribution.precision",
+            f"{d.precision} is NxD Training's mixed precision; the reference training script trains fp32, "
+            "bf16-autocast or bf16-stochastic-rounding",
+            "choose one of those, or set engine: nxd-training",
+        )
     if d.sequence_parallel:
         yield error("distribution.sequence_parallel", "the reference training script does not split sequences", fix)
     if d.selective_checkpointing:

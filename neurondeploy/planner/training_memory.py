@@ -1,8 +1,9 @@
 """Training memory per NeuronCore: weights, gradients, optimizer state (ZeRO-1 aware) and activations.
 
 State per core (parameters P sharded over TP × PP): weights, gradients and two AdamW moments, 4 + 4 + 8 bytes a
-parameter in fp32 and bf16 autocast (fp32 master weights), 2 + 2 + 8 with bf16 weights and stochastic rounding;
-ZeRO-1 divides the moments over the data-parallel ranks. The Neuron/optimum docs put this at "approximately 4×
+parameter in fp32 and bf16 autocast (fp32 master weights), 2 + 2 + 8 with bf16 weights and stochastic rounding,
+2 + 4 + 12 with NxD Training's mixed precision (fp32 gradients, and an fp32 master copy beside the moments);
+ZeRO-1 divides the moments (and that master copy) over the data-parallel ranks. The Neuron/optimum docs put this at "approximately 4×
 the model size" per core (optimum-neuron docs/source/guides/distributed_training.mdx).
 
 Activations follow Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
@@ -41,8 +42,17 @@ from dataclasses import dataclass, replace
 from neurondeploy.planner.sizing import GIB, RUNTIME_HEADROOM_FRACTION, MemoryEstimate, parameter_count
 from neurondeploy.specs.inference import ModelArchitecture
 
-TRAINING_STATE_BYTES = {"fp32": (4, 4, 8), "bf16-autocast": (4, 4, 8), "bf16-stochastic-rounding": (2, 2, 8)}
-ACTIVATION_BYTES = {"fp32": 4, "bf16-autocast": 2, "bf16-stochastic-rounding": 2}
+# NxD Training's mixed precision keeps bf16 weights, accumulates gradients in fp32 and updates an fp32 master copy
+# of the weights, which its ZeRO-1 shards with the moments (docs/general/config_overview.rst, Precision).
+MIXED = (2, 4, 4 + 8)
+TRAINING_STATE_BYTES = {
+    "fp32": (4, 4, 8),
+    "bf16-autocast": (4, 4, 8),
+    "bf16-stochastic-rounding": (2, 2, 8),
+    "bf16-mixed": MIXED,
+    "bf16-mixed-stochastic-rounding": MIXED,
+}
+ACTIVATION_BYTES = {"fp32": 4, **dict.fromkeys(list(TRAINING_STATE_BYTES)[1:], 2)}
 LOSS_FP32_BYTES = 8  # the fp32 copy of the logits for the cross-entropy and its gradient
 
 

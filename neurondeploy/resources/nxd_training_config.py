@@ -58,13 +58,17 @@ CONFIG_HYPERPARAMETERS = (
     "log_every",
 )
 RECOMPUTE_MODULES = {"attention": "CoreAttention", "mlp": "LlamaMLP"}  # NxD Training's module names
-# (type, master_weights, fp32_grad_acc) for our precision names: the Llama examples' mixed_precision keeps bf16
-# weights and gradients; Mixtral's adds fp32 master weights and fp32 gradient accumulation.
+# (precision.type, master_weights, fp32_grad_acc) for our precision names. training_orchestrator.py sets the
+# XLA and stochastic-rounding variables from the type; the two flags are read for type manual only
+# (docs/general/config_overview.rst, Precision), and are rendered as what the type does.
 PRECISION = {
-    "bf16-stochastic-rounding": ("mixed_precision", False, False),
-    "bf16-autocast": ("mixed_precision", True, True),
     "fp32": ("fp32", False, False),
+    "bf16-autocast": ("autocast", False, False),
+    "bf16-stochastic-rounding": ("bf16SR", False, False),
+    "bf16-mixed": ("mixed_precision", True, True),
+    "bf16-mixed-stochastic-rounding": ("mixed_precision_SR", True, True),
 }
+STOCHASTIC_ROUNDING = ("bf16SR", "mixed_precision_SR")
 
 
 def _sequence_length(spec: TrainingSpec) -> int:
@@ -92,6 +96,14 @@ def _experts_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
                 "NxD Training's Mixtral module has routed experts in every layer, without shared experts or dense "
                 "layers",
                 "train this model with engine: reference, or remove shared_expert_intermediate_size / dense_layers",
+            )
+        )
+    if spec.distribution.precision == "bf16-autocast":
+        problems.append(
+            (
+                "distribution.precision",
+                "NxD Training's autocast is supported for its Hugging Face Llama models only",
+                "use bf16-mixed, its published Mixtral config's precision",
             )
         )
     if spec.distribution.expert_capacity_factor == 0 and not arch.gated_mlp:
@@ -268,7 +280,7 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
             "fp32_grad_acc": fp32_grad_acc,
             "xla_use_bf16": "0",
             "xla_downcast_bf16": "0",
-            "neuron_rt_stochastic_rounding_en": "1" if d.precision == "bf16-stochastic-rounding" else "0",
+            "neuron_rt_stochastic_rounding_en": "1" if kind in STOCHASTIC_ROUNDING else "0",
         },
         "compiler_flags": "--model-type transformer",
         "compiler_cache_url": spec.compile_cache_uri or "/var/tmp/neuron-compile-cache",

@@ -48,10 +48,13 @@ class DistributionSpec(StrictModel):
         ),
     ] = 1
     precision: Annotated[
-        Literal["fp32", "bf16-autocast", "bf16-stochastic-rounding"],
+        Literal["fp32", "bf16-autocast", "bf16-stochastic-rounding", "bf16-mixed", "bf16-mixed-stochastic-rounding"],
         Field(
             description="fp32; bf16-autocast (torch.autocast around the forward, --auto-cast=none); or full bf16 weights "
-            "with stochastic rounding (NEURON_RT_STOCHASTIC_ROUNDING_EN=1), the Neuron docs' recommended replacement for XLA_USE_BF16."
+            "with stochastic rounding (NEURON_RT_STOCHASTIC_ROUNDING_EN=1), the Neuron docs' recommended replacement for "
+            "XLA_USE_BF16. NxD Training only: bf16-mixed, bf16 weights and compute with an fp32 master copy of the "
+            "weights and fp32 gradient accumulation, stochastic rounding off (its mixed_precision, what its published "
+            "configs use); bf16-mixed-stochastic-rounding, the same with stochastic rounding (mixed_precision_SR)."
         ),
     ] = "bf16-autocast"
     gradient_checkpointing: Annotated[

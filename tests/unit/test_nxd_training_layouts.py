@@ -55,8 +55,7 @@ def spec_of(example: dict, **change) -> dict:
         "sequence_parallel": example["sequence_parallel"],
         "gradient_checkpointing": True,
         "checkpoint_granularity": example["activations_checkpoint_granularity"],
-        # mixed_precision: bf16 weights and gradients, fp32 optimizer state; master_weights adds an fp32 copy
-        "precision": "bf16-autocast" if example["master_weights"] else "bf16-stochastic-rounding",
+        "precision": {"mixed_precision": "bf16-mixed"}[example["precision_type"]],
     }
     if selective:
         distribution["recompute"] = [RECOMPUTE[name] for name in example["activations_checkpoint_recompute"]]
@@ -194,8 +193,8 @@ CONFIG_PATHS = {
     "activations_checkpoint_granularity": "model.activations_checkpoint_granularity",
     "activations_checkpoint_recompute": "model.activations_checkpoint_recompute",
     "precision_type": "precision.type",
-    "master_weights": "precision.master_weights",
-    "fp32_grad_acc": "precision.fp32_grad_acc",
+    # not master_weights and fp32_grad_acc: NxD Training reads them for type manual only (config_overview.rst), and
+    # the files, all mixed_precision, differ there (Llama false, Mixtral true); they are rendered as the type does
     "expert_model_parallel_size": "distributed_strategy.expert_model_parallel_size",
     "num_experts": "model.moe.num_experts",
     "top_k": "model.moe.top_k",
@@ -269,3 +268,40 @@ def test_what_nxd_trainings_mixtral_module_cannot_build_is_refused(tmp_path):
         result = validate_file(str(write(tmp_path, spec)))
         errors = [line for line in result.lines() if line.startswith("error:")]
         assert len(errors) == 1 and f": {field}: " in errors[0], result.lines()
+
+
+PRECISIONS = {
+    "fp32": "fp32",
+    "bf16-autocast": "autocast",
+    "bf16-stochastic-rounding": "bf16SR",
+    "bf16-mixed": "mixed_precision",
+    "bf16-mixed-stochastic-rounding": "mixed_precision_SR",
+}
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_each_precision_is_nxd_trainings_type_of_the_same_numerics(tmp_path, precision):
+    """training_orchestrator.py sets XLA_USE_BF16, XLA_DOWNCAST_BF16 and stochastic rounding from precision.type."""
+    spec = spec_of(EXAMPLES[0])
+    spec["distribution"]["precision"] = precision
+    rendered = build_plan(load_spec(write(tmp_path, spec))).engine_config["precision"]
+    assert rendered["type"] == PRECISIONS[precision]
+    assert rendered["neuron_rt_stochastic_rounding_en"] == ("1" if "stochastic-rounding" in precision else "0")
+
+
+def per_core(result) -> float:
+    (fits,) = [f for f in result.findings if f.level == "info" and f.message.startswith("fits: ")]
+    return float(fits.message.split()[1])
+
+
+def test_mixed_precision_counts_its_fp32_master_copy_and_the_reference_script_refuses_it(tmp_path):
+    mixed = spec_of(EXAMPLES[1])
+    rounded = spec_of(EXAMPLES[1])
+    rounded["distribution"]["precision"] = "bf16-stochastic-rounding"
+    # 70B over TP 32 x PP 8: 276M parameters a core; fp32 gradients (+2 bytes) and the master copy (+4, over DP 2)
+    assert per_core(validate_file(str(write(tmp_path, mixed)))) - per_core(
+        validate_file(str(write(tmp_path, rounded)))
+    ) == pytest.approx(276e6 * (2 + 4 / 2) / 2**30, abs=0.1)
+    reference = spec_of(EXAMPLES[0], engine="reference", sequence_parallel=False, checkpoint_granularity="full")
+    errors = [line for line in validate_file(str(write(tmp_path, reference))).lines() if line.startswith("error:")]
+    assert any("distribution.precision: bf16-mixed is NxD Training's mixed precision" in e for e in errors), errors
