@@ -28,14 +28,17 @@ def artifact_digest(directory: Path, generated: Mapping[str, bytes] | None = Non
     ``generated``: files written for the upload (relative path: contents) that are packed beside the directory's."""
     digest = hashlib.sha256()
     for name, path in _entries(directory, generated):
-        file_digest = hashlib.sha256()
-        if path is None:
-            file_digest.update(generated[name])
-        else:
-            with path.open("rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    file_digest.update(chunk)
-        digest.update(f"{name}\0{file_digest.hexdigest()}\0".encode())
+        file_digest = hashlib.sha256(generated[name]).hexdigest() if path is None else file_sha256(path)
+        digest.update(f"{name}\0{file_digest}\0".encode())
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's contents, read in 1 MiB chunks (artifacts run to gigabytes)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
     return digest.hexdigest()
 
 

@@ -6,13 +6,13 @@ Kept below the compiler and the engine (it needs neither torch nor AWS), so that
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from neurondeploy.archive import file_sha256
 from neurondeploy.errors import NeurondeployError
 
 MANIFEST = "manifest.json"
@@ -197,16 +197,8 @@ def check_artifact_files(directory: Path, manifest: Manifest) -> None:
         path = Path(directory) / bucket.file
         if not path.is_file():
             raise ArtifactError(f"{path} is missing from the artifact", "recompile or re-download the artifact")
-        if _file_sha256(path) != bucket.sha256:
+        if file_sha256(path) != bucket.sha256:
             raise ArtifactError(
                 f"{path} does not match the sha256 in the manifest (damaged or replaced)",
                 "recompile or re-download the artifact",
             )
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from neurondeploy.archive import file_sha256
 from neurondeploy.errors import NeurondeployError
 
 FORMAT = 1  # of this module's output: part of the digest, so a change of packing rebuilds
@@ -117,11 +118,7 @@ def corpus_digest(corpus: list[Path], root: Path, tokenizer: list[Path], sequenc
     for label, base, files in (("corpus", root, corpus), ("tokenizer", None, tokenizer)):
         for path in files:
             name = path.relative_to(base).as_posix() if base else path.name
-            file_digest = hashlib.sha256()
-            with path.open("rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    file_digest.update(chunk)
-            digest.update(f"{label}\0{name}\0{file_digest.hexdigest()}\0".encode())
+            digest.update(f"{label}\0{name}\0{file_sha256(path)}\0".encode())
     return digest.hexdigest()
 
 
