@@ -17,7 +17,7 @@ from pathlib import Path
 
 from neurondeploy.aws.errors import is_s3_missing_bucket, is_s3_missing_object
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
-from neurondeploy.engine.uploads import artifact_is_current, put_if_new
+from neurondeploy.engine.uploads import put_if_new
 from neurondeploy.errors import NeurondeployError, SpecError
 from neurondeploy.resources.naming import split_s3
 from neurondeploy.specs import LoadedSpec
@@ -151,9 +151,9 @@ def upload_dataset(
     transport: AwsTransport, directory: Path, packed: Packed, prefix: str, on_progress: Progress | None = None
 ) -> tuple[list[str], list[str]]:
     """The dataset's files to ``prefix``, its record last; (files sent, a previous dataset's files removed)."""
-    if artifact_is_current(transport, _uri(prefix, MARKER), packed.digest):
-        return [], []
     previous = _remote_marker(transport, prefix)
+    if previous is not None and previous.digest == packed.digest:
+        return [], []
     total = sum((directory / name).stat().st_size for name in packed.files)
     done, sent = 0, []
     for name in packed.files:
