@@ -1,4 +1,4 @@
-"""Training costs side by side, in one run, on the reference model (templates/training/tiny_lm.py):
+"""Training costs side by side, in one run, on the reference model (neurondeploy/training/reference/tiny_lm.py):
 
 1. gradient checkpointing off vs on: peak memory of a training step (RSS above the process's level before the
    first step) and step time;
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT_DIR = REPO / "templates" / "training"
+SCRIPT_DIR = REPO / "neurondeploy" / "training" / "reference"
 STEPS, WARMUP, ROUNDS = 6, 2, 3
 SHAPE = {"hidden_size": 256, "layers": 6, "heads": 8, "intermediate_size": 1024, "batch": 4, "sequence": 256}
 

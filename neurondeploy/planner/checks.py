@@ -36,7 +36,9 @@ class Finding:
         return " ".join(text.split())
 
 
-REFERENCE_SCRIPT_MARKER = "neurondeploy reference training script"  # first line of templates/training/train.py
+REFERENCE_SCRIPT_MARKER = (
+    "neurondeploy reference training script"  # first line of neurondeploy/training/reference/train.py
+)
 
 
 def error(field: str, message: str, hint: str | None = None) -> Finding:
@@ -444,7 +446,7 @@ def check_training_figures(loaded: LoadedSpec) -> Iterable[Finding]:
 def _model_split(arch: ModelArchitecture, tp: int, pp: int, *, replicates_kv: bool = False) -> Iterable[Finding]:
     """Whether the model splits as the layout asks, before a job finds out on every rank: Megatron tensor
     parallelism gives each rank whole query heads and an equal share of the MLP's columns, each pipeline stage at
-    least one layer (the reference script's own check, templates/training/tiny_lm.py layout_problems, says the same
+    least one layer (the reference script's own check, neurondeploy/training/reference/tiny_lm.py layout_problems, says the same
     at the job's start). KV heads split whole too, or, above their count, are replicated by NxD's GQA layers, which
     the reference script does not do."""
     kv, intermediate = arch.key_value_heads, arch.dense_intermediate_size
@@ -640,7 +642,9 @@ def source_dir_problem(loaded: LoadedSpec) -> tuple[str, str] | None:
     train may pack it."""
     spec = loaded.spec
     project = project_directory(loaded.base_dir)
-    source = (loaded.base_dir / spec.source_dir).resolve()
+    if spec.source_dir.startswith(PACKAGE_PREFIX):
+        return None  # an installed package's own directory, shipped to be used (the spec refuses `..` in it)
+    source = spec.resolved_source_dir(loaded.base_dir).resolve()
     if source == Path(source.anchor) or is_within(source, (*SYSTEM_ROOTS, *NEVER_SOURCE)):
         return f"source_dir {spec.source_dir} is {source}, a system directory", "point it at your training code"
     if not is_within(source, (project,)) and not spec.source_dir_outside_project:
@@ -666,7 +670,7 @@ def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
     if problem:
         yield error("source_dir", *problem)
         return
-    source = loaded.base_dir / spec.source_dir
+    source = spec.resolved_source_dir(loaded.base_dir)
     script = source / spec.entry_point
     if not script.is_file():
         yield warning("entry_point", f"{script} does not exist here", _missing_entry_fix(spec))

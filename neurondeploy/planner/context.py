@@ -32,7 +32,7 @@ def _training_values(loaded: LoadedSpec, overrides: dict) -> dict:
     tree is not free: a caller that has the digest passes it."""
     if "source_digest" in overrides:
         return {}
-    directory = loaded.base_dir / loaded.spec.source_dir
+    directory = loaded.spec.resolved_source_dir(loaded.base_dir)
     if not directory.is_dir():
         return {"source_digest": None}
     try:

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from neurondeploy.specs.common import IMAGE_URI_PATTERN, S3_URI_PATTERN, FieldIssue, SpecBase, StrictModel
-from neurondeploy.specs.inference import INSTANCE_TYPE_PATTERN, ModelArchitecture, strip_ml_prefix
+from neurondeploy.specs.inference import (
+    INSTANCE_TYPE_PATTERN,
+    PACKAGE_PREFIX,
+    ModelArchitecture,
+    local_path,
+    strip_ml_prefix,
+)
 from neurondeploy.specs.screening import screen_value
 
 # Where a checkpoint directory may live in the training container: SageMaker's own tree and scratch space.
+REFERENCE_SOURCE = "pkg://neurondeploy/training/reference"  # the reference training script, shipped in the package
 CHECKPOINT_ROOTS = ("/opt/ml/", "/tmp/")
 # CreateTrainingJob's Environment and HyperParameters are shown by DescribeTrainingJob and kept with the job for
 # good; the job environment takes no {secret: ARN} reference (yet), so a script reads its credential itself.
@@ -192,7 +199,7 @@ class TrainingSpec(SpecBase):
     engine: Annotated[
         Literal["reference", "nxd-training"],
         Field(
-            description="What trains: reference, the script in source_dir (templates/training/train.py, or yours), "
+            description="What trains: reference, the script in source_dir (the reference script, pkg://neurondeploy/training/reference, or yours), "
             "torchrun-launched by the SageMaker training toolkit, and what `train --local` runs; nxd-training, NxD "
             "Training (aws-neuron/neuronx-distributed-training) as the pytorch-training-neuronx image ships it: "
             "pipeline and sequence parallel, the layouts AWS publishes for Llama-class models. validate and plan size "
@@ -207,7 +214,8 @@ class TrainingSpec(SpecBase):
         Field(
             description="Directory packed and uploaded with the script (relative to the spec file); it must lie "
             "inside the spec's project (the git work tree holding the spec file, else its directory) unless "
-            "source_dir_outside_project is true."
+            "source_dir_outside_project is true. pkg://<python package>/<subdir> names a directory shipped inside "
+            "an installed package: pkg://neurondeploy/training/reference is the reference training script."
         ),
     ] = "."
     source_dir_outside_project: Annotated[
@@ -324,6 +332,17 @@ class TrainingSpec(SpecBase):
         if path.is_absolute() or ".." in path.parts:
             raise ValueError(f"{value!r} leaves source_dir: give the script's path inside source_dir, e.g. train.py")
         return value
+
+    @field_validator("source_dir")
+    @classmethod
+    def _package_dir_inside_package(cls, value: str) -> str:
+        if value.startswith(PACKAGE_PREFIX) and ".." in PurePosixPath(value[len(PACKAGE_PREFIX) :]).parts:
+            raise ValueError(f"{value!r} leaves its package: name a directory inside it, e.g. {REFERENCE_SOURCE}")
+        return value
+
+    def resolved_source_dir(self, base_dir: Path) -> Path:
+        """source_dir on this machine: relative to the spec file, or inside an installed package (pkg://)."""
+        return local_path(self.source_dir, base_dir)
 
     @field_validator("hyperparameters")
     @classmethod

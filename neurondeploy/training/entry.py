@@ -11,6 +11,9 @@ from neurondeploy.errors import SpecError
 from neurondeploy.planner.checks import source_dir_problem
 from neurondeploy.specs.training import TrainingSpec
 
+# The reference training script (train.py, tiny_lm.py), which specs name as pkg://neurondeploy/training/reference.
+REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
+
 
 def parse_override(value: Any) -> Any:
     """``--hp`` values as a SageMaker SDK user writes them: numbers and booleans are JSON, anything else a string
@@ -43,7 +46,7 @@ def source_directory(loaded) -> Path:
     problem = source_dir_problem(loaded)
     if problem:
         raise SpecError(f"{loaded.source.file}: {problem[0]}", problem[1])
-    directory = (loaded.base_dir / spec.source_dir).resolve()
+    directory = spec.resolved_source_dir(loaded.base_dir).resolve()
     if not (directory / spec.entry_point).is_file():
         raise SpecError(
             f"{loaded.source.file}: entry_point {spec.entry_point} is not in source_dir {directory}",

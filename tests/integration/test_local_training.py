@@ -24,14 +24,12 @@ from neurondeploy.training.local import run_local_training
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).parents[2]
 TEMPLATE = REPO / "templates" / "tiny-lm-train-local.yaml"
-SCRIPT_DIR = REPO / "templates" / "training"
+CORPUS_DIR = REPO / "templates" / "training" / "data"
 
 
 def spec_file(tmp_path: Path, name: str = "layout", **distribution) -> Path:
     data = yaml.safe_load(TEMPLATE.read_text())
-    data["source_dir"] = str(SCRIPT_DIR)
-    data["source_dir_outside_project"] = True  # the spec is written in tmp_path, the script is the repository's
-    data["inputs"]["train"]["local_path"] = str(SCRIPT_DIR / "data")
+    data["inputs"]["train"]["local_path"] = str(CORPUS_DIR)
     data["distribution"] = {"precision": "fp32", **distribution}
     data["hyperparameters"].update(max_steps=20, log_every=5)
     data["checkpoint"]["every_steps"] = 100

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
 import tarfile
 from pathlib import Path
 
 import pytest
 from support.ec2_deployment import transport
+from support.reference_script import template_with_script_copy
 
 from neurondeploy.cli.main import main
 from neurondeploy.engine.state import StateStore
@@ -28,11 +28,7 @@ DATA_BUCKET = "my-training-bucket"  # the template's own S3 URIs
 @pytest.fixture
 def spec_file(tmp_path, aws) -> Path:
     """The template beside a copy of its source dir; its data bucket holds the corpus its channel names."""
-    spec = tmp_path / TEMPLATE.name
-    shutil.copy(TEMPLATE, spec)
-    shutil.copytree(
-        REPO / "templates" / "training", tmp_path / "training", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    spec = template_with_script_copy(TEMPLATE, tmp_path)
     s3 = aws.client("s3")
     s3.create_bucket(Bucket=DATA_BUCKET)
     corpus = (REPO / "templates" / "training" / "data" / "tiny-corpus.txt").read_bytes()

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import tarfile
 from pathlib import Path
 
 import pytest
+from support.reference_script import template_with_script_copy
 
 from neurondeploy import catalog
 from neurondeploy.cli.main import main
@@ -38,17 +38,8 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
 @pytest.fixture
 def spec_file(tmp_path) -> Path:
-    """The template, unchanged, beside a copy of its source dir (or a tiny one while templates/training/train.py
-    is being written)."""
-    spec = tmp_path / TEMPLATE.name
-    shutil.copy(TEMPLATE, spec)
-    source = REPO / "templates" / "training"
-    if (source / "train.py").is_file():
-        shutil.copytree(source, tmp_path / "training", ignore=shutil.ignore_patterns("__pycache__", "data"))
-    else:
-        (tmp_path / "training").mkdir()
-        (tmp_path / "training" / "train.py").write_text("print('training')\n")
-    return spec
+    """The template beside a copy of its source dir."""
+    return template_with_script_copy(TEMPLATE, tmp_path)
 
 
 def _transition(job, status: str, message: str) -> None:

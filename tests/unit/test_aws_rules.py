@@ -8,7 +8,6 @@ and fail at `apply` half-way through, after billable resources were made.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -121,8 +120,6 @@ def spec_with(tmp_path: Path, template: str, change: tuple[str, str]) -> Path:
     assert change[0] in text, change[0]
     path = tmp_path / template
     path.write_text(text.replace(change[0], change[1], 1))
-    if "source_dir: training" in text:  # the job's code beside its spec, as in templates/
-        shutil.copytree(TEMPLATES / "training", tmp_path / "training", ignore=shutil.ignore_patterns("data"))
     return path
 
 

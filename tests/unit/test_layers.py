@@ -71,6 +71,8 @@ def _package(module: str) -> str:
 def _modules() -> list[tuple[str, Path]]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
+        if not (path.parent / "__init__.py").is_file():
+            continue  # not a module: package data another process runs (training/reference, the reference script)
         rel = path.relative_to(PACKAGE.parent).with_suffix("")
         parts = list(rel.parts)
         if parts[-1] == "__init__":

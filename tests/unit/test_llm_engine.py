@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,8 +13,9 @@ import torch
 from neurondeploy.serving.llm.engine import GenerationEngine, Sequence
 from neurondeploy.serving.llm.model import build_stand_in, byte_tokenizer
 from neurondeploy.serving.llm.protocol import SamplingParams
+from neurondeploy.training.entry import REFERENCE_DIR
 
-TRAINING = Path(__file__).resolve().parents[2] / "templates" / "training"
+TRAINING = REFERENCE_DIR
 PROMPTS = ["Hello there", "a", "The quick brown fox jumps over", "xyzxyzxyz", "12345", "hi", "Longer prompt here", "q"]
 
 

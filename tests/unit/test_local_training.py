@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from neurondeploy.specs import load_spec
+from neurondeploy.specs.training import REFERENCE_SOURCE
+from neurondeploy.training.entry import REFERENCE_DIR
 from neurondeploy.training.local import local_hyperparameters, local_layout, sagemaker_environment, script_arguments
 
 REPO = Path(__file__).parents[2]
@@ -63,17 +65,13 @@ def _train(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 def test_bad_local_runs_are_refused_in_one_line_before_anything_starts(tmp_path):
     spec = (REPO / "templates" / "tiny-lm-train-local.yaml").read_text()
     missing_script = tmp_path / "missing.yaml"
-    missing_script.write_text(spec.replace("source_dir: training", "source_dir: nowhere"))
+    missing_script.write_text(spec.replace(f"source_dir: {REFERENCE_SOURCE}", "source_dir: nowhere"))
     result = _train(str(missing_script), "--local", "--work-dir", str(tmp_path / "w"))
     assert result.returncode == 2 and "entry_point train.py is not in source_dir" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "w").exists()
 
     s3_only = tmp_path / "s3only.yaml"
-    s3_only.write_text(
-        spec.replace(
-            "source_dir: training", f"source_dir: {REPO / 'templates' / 'training'}\nsource_dir_outside_project: true"
-        ).replace("    local_path: training/data\n", "")
-    )
+    s3_only.write_text(spec.replace("    local_path: training/data\n", ""))
     result = _train(str(s3_only), "--local")
     assert result.returncode == 9 and "inputs.train.local_path" in result.stderr
 
@@ -119,11 +117,7 @@ def test_the_flagship_layout_validates_clean_and_pipeline_parallel_with_the_refe
     piped = template.replace("data_parallel: 8", "data_parallel: 4").replace(
         "pipeline_parallel: 1", "pipeline_parallel: 2"
     )
-    (tmp_path / "piped.yaml").write_text(
-        piped.replace(
-            "source_dir: training", f"source_dir: {REPO / 'templates' / 'training'}\nsource_dir_outside_project: true"
-        )
-    )
+    (tmp_path / "piped.yaml").write_text(piped)
     findings = run_checks(load_spec(tmp_path / "piped.yaml"))
     errors = [f for f in findings if f.level == "error"]
     assert [f.field for f in errors] == ["distribution.pipeline_parallel"]
@@ -131,7 +125,7 @@ def test_the_flagship_layout_validates_clean_and_pipeline_parallel_with_the_refe
     own = tmp_path / "own"
     own.mkdir()
     (own / "train.py").write_text("# my NxD Training script\n")
-    (tmp_path / "spec.yaml").write_text(piped.replace("source_dir: training", f"source_dir: {own}"))
+    (tmp_path / "spec.yaml").write_text(piped.replace(f"source_dir: {REFERENCE_SOURCE}", f"source_dir: {own}"))
     other = run_checks(load_spec(tmp_path / "spec.yaml"))
     assert not [f for f in other if f.level == "error"]  # another script: its layout is its own business
 
@@ -185,7 +179,7 @@ def test_the_flagship_job_passes_the_scripts_own_check_at_its_full_world_and_hea
     arguments = script_arguments(script_hyperparameters(loaded.spec))
 
     def check(args: list[str]) -> subprocess.CompletedProcess:
-        script = REPO / "templates" / "training" / "train.py"
+        script = REFERENCE_DIR / "train.py"
         env = {"WORLD_SIZE": "128", "PATH": "/usr/bin:/bin"}
         return subprocess.run(
             [sys.executable, str(script), "--check_layout", *args], capture_output=True, text=True, env=env, timeout=120
@@ -202,7 +196,6 @@ def test_the_flagship_job_passes_the_scripts_own_check_at_its_full_world_and_hea
 
     text = loaded.path.read_text().replace("  attention_heads: 32\n", "  attention_heads: 4\n")
     text = text.replace("  kv_heads: 8\n", "  kv_heads: 4\n")
-    (tmp_path / "training").mkdir()
     (tmp_path / "pretrain.yaml").write_text(text)
     validated = subprocess.run(
         [sys.executable, "-m", "neurondeploy.cli", "validate", str(tmp_path / "pretrain.yaml")],

@@ -8,6 +8,7 @@ import tarfile
 from pathlib import Path
 
 from neurondeploy.archive import artifact_digest, pack_artifact
+from neurondeploy.training.entry import REFERENCE_DIR
 
 REPO = Path(__file__).parents[2]
 
@@ -47,5 +48,5 @@ def test_plan_shows_the_source_object_train_uploads():
     plan = build_plan(load_spec(REPO / "templates" / "tiny-lm-train-local.yaml")).model_dump(mode="json")
     jobs = [r for resource in plan["resources"] for r in resource["requests"] if r["operation"] == "CreateTrainingJob"]
     submitted = json.loads(jobs[0]["params"]["HyperParameters"]["sagemaker_submit_directory"])
-    digest = artifact_digest(REPO / "templates" / "training")[:16]
+    digest = artifact_digest(REFERENCE_DIR)[:16]
     assert submitted.endswith(f"/tiny-lm/source/sourcedir-{digest}.tar.gz")

@@ -1,4 +1,4 @@
-"""The reference training script's model (templates/training/tiny_lm.py) is transformers' LlamaForCausalLM: the
+"""The reference training script's model (neurondeploy/training/reference/tiny_lm.py) is transformers' LlamaForCausalLM: the
 directory it saves loads as one and gives the same logits (grouped-query attention, rotary embeddings, RMSNorm,
 SwiGLU); its layout rules say in one line what cannot split."""
 
@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-TRAINING = Path(__file__).parents[2] / "templates" / "training"
+from neurondeploy.training.entry import REFERENCE_DIR
+
+TRAINING = REFERENCE_DIR
 
 
 @pytest.fixture(scope="module")

@@ -198,7 +198,7 @@ REFERENCE_MODEL = ModelArchitecture(
 
 
 def test_a_reference_layer_keeps_17_h_per_token_and_tp_splits_all_but_the_norm_and_matmul_inputs():
-    # templates/training/tiny_lm.py Block: two norm inputs, the QKV and MLP inputs (4h, replicated under TP),
+    # neurondeploy/training/reference/tiny_lm.py Block: two norm inputs, the QKV and MLP inputs (4h, replicated under TP),
     # q, k, v, the attention kernel's output and the o-projection's copy of it (5h), GELU in and out (2 × 4h).
     h = 256
     assert training_memory.layer_activation_elements(REFERENCE_MODEL, 1, 256, False) == 17 * h

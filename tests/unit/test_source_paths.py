@@ -107,3 +107,23 @@ def test_a_checkpoint_directory_outside_the_jobs_own_is_refused(path):
 def test_the_jobs_own_checkpoint_directories_pass(path):
     loaded = parse_spec(SPEC.format(entry="t.py", source=".") + f"checkpoint:\n  local_path: {path}\n", file="s.yaml")
     assert loaded.spec.checkpoint.local_path == path
+
+
+def test_the_reference_script_shipped_in_the_package_is_a_source_dir_anywhere(project):
+    """pkg://neurondeploy/training/reference is the installed package's directory, wherever the spec lives: plan
+    names the archive of that directory, and the entry check finds train.py in it."""
+    from neurondeploy.archive import artifact_digest
+    from neurondeploy.training.entry import REFERENCE_DIR
+
+    spec = write(project, "instance_type: trn1.2xlarge\n", source="pkg://neurondeploy/training/reference")
+    done = cli("validate", spec)
+    assert done.returncode == 0 and "entry_point" not in done.stderr, done.stderr
+    planned = run_cli("plan", str(spec), "--json", timeout=120)
+    assert planned.returncode == 0, planned.stderr
+    assert f"sourcedir-{artifact_digest(REFERENCE_DIR)[:16]}.tar.gz" in planned.stdout
+
+
+def test_a_package_source_dir_may_not_leave_its_package(project):
+    done = cli("validate", write(project, source="pkg://neurondeploy/../../etc"))
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error")]
+    assert done.returncode != 0 and len(errors) == 1 and "leaves its package" in errors[0], done.stderr
