@@ -48,6 +48,7 @@ from neurondeploy.resources.validation import check_requests
 from neurondeploy.specs import LoadedSpec, load_spec
 from neurondeploy.training.entry import source_directory, with_overrides
 from neurondeploy.training.local import LocalTrainingResult, run_local_training
+from neurondeploy.training.nxd_stand_in import reference_stand_in
 
 
 @dataclass
@@ -182,16 +183,19 @@ def train(
             f"{loaded.path or loaded.spec.name} is an inference spec; train runs training specs",
             "use neurondeploy apply for endpoints",
         )
+    notes: list[str] = []
     if local and loaded.spec.engine == "nxd-training":  # NxD Training needs torch-xla and Neuron devices
-        raise NeurondeployError(
-            f"{loaded.spec.name}: engine nxd-training runs NxD Training, which does not run on this machine (it "
-            "needs torch-xla and Neuron devices); nothing was started",
-            "run it on SageMaker with `neurondeploy train` (plan shows its config and job), or train a copy of the "
-            "spec with engine: reference locally",
-        )
+        processes = loaded.spec.local_processes if processes is None else processes
+        loaded, notes = reference_stand_in(loaded, processes=processes, overrides=hyperparameters or {})
+        hyperparameters = None  # checked as NxD Training's and merged into the stand-in
     if local:
         result = run_local_training(
-            loaded, processes=processes, work_dir=work_dir, hyperparameters=hyperparameters, on_event=on_event
+            loaded,
+            processes=processes,
+            work_dir=work_dir,
+            hyperparameters=hyperparameters,
+            on_event=on_event,
+            notes=tuple(notes),
         )
         return TrainRun(result.exit_code, local=result)
     transport = transport or AwsTransport(loaded.spec.region, wait_delay_s=wait_delay_s)

@@ -205,7 +205,8 @@ class TrainingSpec(SpecBase):
             "pipeline and sequence parallel, the layouts AWS publishes for Llama-class models. validate and plan size "
             "an nxd-training layout as NxD Training runs it (1F1B pipeline schedule); its job runs NxD Training's "
             "training_orchestrator.py (entry_point) from its examples directory (source_dir) with the config plan "
-            "renders; `train --local` does not run it (no torch-xla here)."
+            "renders. NxD Training needs torch-xla and Neuron devices: `train --local` runs the reference script in "
+            "its place, on the same layout rules and the tokenized channel's local copy, at a scaled-down size."
         ),
     ] = "reference"
     entry_point: Annotated[str, Field(description="Training script, relative to source_dir.", min_length=1)]

@@ -31,8 +31,9 @@ from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.sizing import parameter_count
 from neurondeploy.replay.training import container_launch, to_cmd_args
 from neurondeploy.resources.sagemaker_training import create_training_job_request, script_hyperparameters
-from neurondeploy.specs import LoadedSpec, TrainingSpec
+from neurondeploy.specs import LoadedSpec
 from neurondeploy.training.entry import source_directory, with_overrides
+from neurondeploy.training.token_dataset import read_marker
 
 HOST = "algo-1"  # SageMaker's name for the first (here: only) host
 CHECKPOINT_PREFIX = "step_"
@@ -93,7 +94,7 @@ def local_hyperparameters(loaded: LoadedSpec, layout: LocalLayout) -> dict[str, 
     decoded = {
         key: value for key, value in script_hyperparameters(loaded.spec).items() if not key.startswith("sagemaker_")
     }
-    decoded |= local_model(loaded.spec, layout)[0]
+    decoded |= local_model(loaded, layout)[0]
     decoded["tensor_parallel_size"] = layout.tensor_parallel
     decoded["pipeline_parallel_size"] = layout.pipeline_parallel
     return decoded
@@ -120,12 +121,26 @@ def channel_dirs(loaded: LoadedSpec) -> dict[str, Path]:
 # A model larger than this is scaled down for --local (a laptop's CPU trains a few steps of it in minutes).
 LOCAL_MAX_PARAMETERS = 50_000_000
 LOCAL_HEAD_DIM = 16  # the scaled model's head width
+BYTE_VOCABULARY = 256  # the reference script reads a text channel as bytes
 
 
-def local_model(spec: TrainingSpec, layout: LocalLayout) -> tuple[dict[str, object], str | None]:
+def local_vocabulary(loaded: LoadedSpec) -> int:
+    """The ids the train channel holds: a tokenized dataset's, up to its tokenizer's size (the record `neurondeploy
+    data` writes beside it; without one, the model's vocabulary), or a text channel's bytes."""
+    spec = loaded.spec
+    channel = spec.inputs.get("train")
+    if channel is None or channel.format != "tokenized":
+        return BYTE_VOCABULARY
+    record = read_marker(loaded.base_dir / channel.local_path) if channel.local_path else None
+    return record.vocab_size if record else spec.architecture.vocab_size
+
+
+def local_model(loaded: LoadedSpec, layout: LocalLayout) -> tuple[dict[str, object], str | None]:
     """The spec's architecture scaled down for this CPU when it is larger than ``LOCAL_MAX_PARAMETERS``: the same
     kind of model (its query heads per KV head, MLP width per hidden unit, gating), split legally over the local
-    layout, on the byte corpus's vocabulary; and the line that says so. ({}, None): the spec's model as it is."""
+    layout, on the train channel's vocabulary (``local_vocabulary``); and the line that says so. ({}, None): the
+    spec's model as it is."""
+    spec = loaded.spec
     arch = spec.architecture
     if arch is None or parameter_count(arch) <= LOCAL_MAX_PARAMETERS:
         return {}, None
@@ -134,17 +149,18 @@ def local_model(spec: TrainingSpec, layout: LocalLayout) -> tuple[dict[str, obje
     hidden = kv_local * group * LOCAL_HEAD_DIM
     width = arch.dense_intermediate_size / arch.hidden_size
     intermediate = math.ceil(hidden * width / layout.tensor_parallel) * layout.tensor_parallel
+    vocabulary = local_vocabulary(loaded)
     model = {
         "layers": max(2, layout.pipeline_parallel),
         "hidden_size": hidden,
         "heads": kv_local * group,
         "kv_heads": kv_local,
         "intermediate_size": intermediate,
-        "vocab_size": 256,
+        "vocab_size": vocabulary,
     }
     said = (
         f"model scaled for this CPU: {model['layers']} layers × {hidden} (heads {model['heads']}, kv_heads {kv_local}, "
-        f"intermediate {intermediate}, vocabulary 256) instead of the spec's {arch.layers} × {arch.hidden_size} "
+        f"intermediate {intermediate}, vocabulary {vocabulary}) instead of the spec's {arch.layers} × {arch.hidden_size} "
         f"({parameter_count(arch) / 1e9:.1f}B parameters), which the job trains; validate checks its full layout"
     )
     return model, said
@@ -171,7 +187,7 @@ def local_job(loaded: LoadedSpec, layout: LocalLayout) -> dict:
     job = create_training_job_request(spec, ctx)
     job["HyperParameters"] = {
         **job["HyperParameters"],
-        **{key: json.dumps(value) for key, value in local_model(spec, layout)[0].items()},
+        **{key: json.dumps(value) for key, value in local_model(loaded, layout)[0].items()},
         "tensor_parallel_size": json.dumps(layout.tensor_parallel),
         "pipeline_parallel_size": json.dumps(layout.pipeline_parallel),
     }
@@ -248,8 +264,10 @@ def run_local_training(
     work_dir: Path | None = None,
     hyperparameters: dict[str, object] | None = None,
     on_event: Callable[[str], None] | None = None,
+    notes: tuple[str, ...] = (),
 ) -> LocalTrainingResult:
-    """The spec's entry script under torchrun here; ``on_event`` hears what happens (default: stderr)."""
+    """The spec's entry script under torchrun here; ``on_event`` hears what happens (default: stderr), ``notes``
+    first, once the run is sure to start."""
     loaded = with_overrides(loaded, hyperparameters or {})
     spec = loaded.spec
     processes = spec.local_processes if processes is None else processes
@@ -279,11 +297,13 @@ def run_local_training(
         "PYTHONUNBUFFERED": "1",
     }
     say = on_event or (lambda message: print(message, file=sys.stderr))
+    for note in notes:
+        say(note)
     say(
         f"{spec.name}: spec layout TP={dist.tensor_parallel} PP={dist.pipeline_parallel} on "
         f"{spec.instance_count} × {spec.instance_type}; locally {processes} processes: {layout.describe()} (gloo, CPU)"
     )
-    scaled = local_model(spec, layout)[1]
+    scaled = local_model(loaded, layout)[1]
     if scaled:
         say(f"{spec.name}: {scaled}")
     say(f"work dir {work_dir} (checkpoints/ stands in for {spec.checkpoint.s3_uri or 'the checkpoint location'})")

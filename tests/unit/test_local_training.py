@@ -151,7 +151,7 @@ def test_torchruns_own_reports_are_held_back_once_its_workers_stopped_but_the_wo
 def test_the_flagships_8b_model_is_scaled_for_this_cpu_and_said_and_a_small_one_is_not():
     from neurondeploy.training.local import local_model
 
-    flagship = load_spec(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml").spec
+    flagship = load_spec(REPO / "templates" / "llama-pretrain-trn1-multinode.yaml")
     layout = local_layout(8, 1, 2)
     model, said = local_model(flagship, layout)
     # the same kind of model: 4 query heads per KV head, 3.5 MLP units per hidden one, one KV head per TP rank
@@ -165,7 +165,7 @@ def test_the_flagships_8b_model_is_scaled_for_this_cpu_and_said_and_a_small_one_
         ]
         == 128
     )
-    tiny = load_spec(REPO / "templates" / "tiny-lm-train-local.yaml").spec  # no architecture: the script's own
+    tiny = load_spec(REPO / "templates" / "tiny-lm-train-local.yaml")  # no architecture: the script's own
     assert local_model(tiny, local_layout(1, 1, 2)) == ({}, None)
 
 

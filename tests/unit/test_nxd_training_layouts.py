@@ -152,22 +152,6 @@ def test_the_reference_engine_refuses_what_only_nxd_training_does(tmp_path):
     )
 
 
-def test_train_local_refuses_an_nxd_training_spec_in_one_line(tmp_path):
-    """NxD Training needs torch-xla and Neuron devices: `train --local` says so before anything starts."""
-    path = write(tmp_path, spec_of(EXAMPLES[0]))
-    run = subprocess.run(
-        [sys.executable, "-m", "neurondeploy.cli", "train", str(path), "--local"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
-    (line,) = run.stderr.strip().splitlines()
-    assert "does not run on this machine" in line and "nothing was started" in line, line
-    assert not (tmp_path / ".neurondeploy").exists()
-
-
 def test_plan_shows_the_launch_of_nxd_trainings_entry(tmp_path):
     plan = build_plan(load_spec(write(tmp_path, spec_of(EXAMPLES[1]))))
     (line,) = [line for line in plan.before_apply if line.startswith("engine nxd-training: ")]

@@ -340,8 +340,11 @@ def byte_tokenizer_files(config: TinyLMConfig) -> dict[str, dict]:
     return {"tokenizer.json": tokenizer, "tokenizer_config.json": tokenizer_config}
 
 
-def save_hugging_face_directory(state: dict[str, torch.Tensor], config: TinyLMConfig, directory) -> None:
-    """config.json, model.safetensors (pytorch_model.bin where safetensors is not installed) and the tokenizer."""
+def save_hugging_face_directory(
+    state: dict[str, torch.Tensor], config: TinyLMConfig, directory, byte_tokenizer: bool = True
+) -> None:
+    """config.json, model.safetensors (pytorch_model.bin where safetensors is not installed) and, for a model
+    trained on bytes, the byte-level tokenizer."""
     from pathlib import Path
 
     directory = Path(directory)
@@ -353,5 +356,5 @@ def save_hugging_face_directory(state: dict[str, torch.Tensor], config: TinyLMCo
     except ImportError:
         torch.save(weights, directory / "pytorch_model.bin")
     (directory / "config.json").write_text(json.dumps(llama_config(config), indent=2))
-    for name, content in byte_tokenizer_files(config).items():
+    for name, content in byte_tokenizer_files(config).items() if byte_tokenizer else ():
         (directory / name).write_text(json.dumps(content, ensure_ascii=False, indent=1))

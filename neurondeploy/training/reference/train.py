@@ -17,8 +17,9 @@ Start from it. It runs unchanged in three places:
   layout's numerics, not Neuron: NOT run on Trainium.
 * plain ``python train.py`` (one process).
 
-The SageMaker contract it reads: hyperparameters as ``--key value`` arguments, ``SM_CHANNEL_TRAIN`` (text
-files; default: the ``data/`` directory beside this script), ``SM_MODEL_DIR`` (final model),
+The SageMaker contract it reads: hyperparameters as ``--key value`` arguments, ``SM_CHANNEL_TRAIN`` (text files,
+read as bytes, or a tokenized dataset as ``neurondeploy data`` writes it, datasets' ``save_to_disk`` layout, read
+as its ``input_ids``; default: a ``data/`` directory beside this script), ``SM_MODEL_DIR`` (final model),
 ``SM_OUTPUT_DATA_DIR`` (metrics.jsonl), and neurondeploy's ``NEURONDEPLOY_CHECKPOINT_DIR`` (the directory
 SageMaker syncs with the checkpoint S3 URI), ``NEURONDEPLOY_RESUME`` and ``NEURONDEPLOY_MICROBATCHES``.
 
@@ -297,13 +298,35 @@ def xla_full_state(model, rt: Runtime) -> dict:
 # --- data ------------------------------------------------------------------------------------------------
 
 
-def load_corpus() -> torch.Tensor:
+def load_corpus() -> tuple[torch.Tensor, bool]:
+    """The train channel as one stream of token ids, and whether they are a tokenizer's (else bytes of text)."""
     directory = Path(os.environ.get("SM_CHANNEL_TRAIN") or Path(__file__).resolve().parent / "data")
+    if (directory / "state.json").is_file():
+        return load_token_dataset(directory), True
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in (".txt", ".md"))
     if not files:
         raise SystemExit(f"error: no .txt or .md files in {directory} (the train channel)")
     data = b"\n".join(p.read_bytes() for p in files)
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).long(), False
+
+
+def load_token_dataset(directory: Path) -> torch.Tensor:
+    """A datasets ``save_to_disk`` directory: ``state.json`` lists its Arrow stream shards in order, each row a
+    packed block of ``input_ids``; the blocks, concatenated, are the corpus's token stream again. Read with pyarrow,
+    which the training images install with datasets 3.0.0 (aws-neuron/deep-learning-containers
+    ``common/nxdt_requirements.txt``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    state = json.loads((directory / "state.json").read_text())
+    streams = []
+    for entry in state["_data_files"]:
+        with pa.ipc.open_stream(str(directory / entry["filename"])) as reader:
+            ids = pc.list_flatten(reader.read_all().column("input_ids"))
+        streams.append(torch.from_numpy(ids.to_numpy().astype("int64")))
+    if not streams or sum(s.numel() for s in streams) == 0:
+        raise SystemExit(f"error: the tokenized dataset in {directory} holds no tokens (the train channel)")
+    return torch.cat(streams)
 
 
 def global_batch(corpus: torch.Tensor, step: int, args: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor]:
@@ -311,7 +334,7 @@ def global_batch(corpus: torch.Tensor, step: int, args: argparse.Namespace) -> t
     generator = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
     length = args.sequence_length
     if corpus.numel() <= length + 1:
-        raise SystemExit(f"error: the corpus ({corpus.numel()} bytes) is shorter than sequence_length {length}")
+        raise SystemExit(f"error: the corpus ({corpus.numel()} tokens) is shorter than sequence_length {length}")
     starts = torch.randint(0, corpus.numel() - length - 1, (args.global_batch_size,), generator=generator)
     windows = torch.stack([corpus[s : s + length + 1] for s in starts.tolist()])
     return windows[:, :-1], windows[:, 1:]
@@ -573,9 +596,10 @@ def load_checkpoint(path: Path, args, rt: Runtime, model, optimizer) -> int:
     return meta["step"]
 
 
-def save_final_model(config: TinyLMConfig, rt: Runtime, model) -> None:
+def save_final_model(config: TinyLMConfig, rt: Runtime, model, byte_tokenizer: bool) -> None:
     """SM_MODEL_DIR gets one full, unsharded state dict (SageMaker uploads it as model.tar.gz), as TinyLM's
-    model.pt and as a Hugging Face causal-LM directory that `neurondeploy serve` and the vLLM container load."""
+    model.pt and as a Hugging Face causal-LM directory that `neurondeploy serve` and the vLLM container load (with
+    the byte-level tokenizer when it trained on bytes; a tokenized dataset's tokenizer is the user's to add)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     if rt.xla:
@@ -598,7 +622,7 @@ def save_final_model(config: TinyLMConfig, rt: Runtime, model) -> None:
         model_dir.mkdir(parents=True, exist_ok=True)
         torch.save(full, model_dir / "model.pt")  # TinyLM's own names, for tiny_lm.TinyLM.load_state_dict
         (model_dir / "tiny_lm_config.json").write_text(config.to_json())
-        save_hugging_face_directory(full, config, model_dir)  # config.json + weights + tokenizer: servable
+        save_hugging_face_directory(full, config, model_dir, byte_tokenizer)  # config.json, weights, tokenizer
 
 
 # --- loop ----------------------------------------------------------------------------------------------------
@@ -640,7 +664,12 @@ def main(argv: list[str] | None = None) -> int:
     rt = setup_runtime(args)
     stop = StopFlag()
     model, trained, optimizer, schedule = build(args, config, rt)
-    corpus = load_corpus()
+    corpus, tokenized = load_corpus()
+    if int(corpus.max()) >= config.vocab_size:
+        raise SystemExit(
+            f"error: the train channel holds token id {int(corpus.max())}, beyond vocab_size {config.vocab_size}; "
+            "tokenize it with the model's tokenizer"
+        )
     start = 0
     latest = latest_checkpoint(checkpoint_root()) if os.environ.get("NEURONDEPLOY_RESUME", "1") == "1" else None
     if latest is not None:
@@ -702,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"stopped at step {step} on a stop signal; the next run resumes from it", flush=True)
             break
     else:
-        save_final_model(config, rt, model)
+        save_final_model(config, rt, model, byte_tokenizer=not tokenized)
         if rt.is_logger:
             print(f"done: {step} steps; model in {os.environ.get('SM_MODEL_DIR', 'model')}", flush=True)
     if dist.is_initialized():
