@@ -43,6 +43,9 @@ CONFIG_FILE = "nxd-training-config.yaml"
 MODEL_CONFIG_FILE = "config.json"
 # The hyperparameters the config takes (the rest of it is the spec's layout); NxD Training reads no --key value
 # arguments, so any other one would be dropped without a word.
+DEFAULT_MAX_STEPS = (
+    30000  # trainer.max_steps of the 70B and 405B example configs (examples/conf/hf_llama3_70B_config.yaml)
+)
 CONFIG_HYPERPARAMETERS = (
     "sequence_length",
     "micro_batch_size",
@@ -178,7 +181,7 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
     if problems:
         field, message, fix = problems[0]
         raise PlanError(f"{spec.name}: {field}: {message}", fix)
-    max_steps = int(hp.get("max_steps", 30000))
+    max_steps = int(hp.get("max_steps", DEFAULT_MAX_STEPS))
     selective = d.selective_checkpointing
     kind, master_weights, fp32_grad_acc = PRECISION[d.precision]
     channel = training_channel(spec)

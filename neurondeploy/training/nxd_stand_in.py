@@ -3,8 +3,8 @@ which exists on this machine, so the reference script (``pkg://neurondeploy/trai
 the spec passes every check `validate` makes (NxD Training's layout rules, memory per NeuronCore, its config), then
 a reference spec derived from it trains on its tokenized channel, with the layout scaled to the local processes
 (``local_layout``), the model scaled to them (``local_model``, on the dataset's vocabulary) and the run cut to a few
-short steps of short sequences. What differs from NxD Training is said when it runs: precision, recomputation, sequence parallel and the
-settings the reference script does not read.
+steps of short sequences. What differs from NxD Training is said when it runs: precision, recomputation, sequence
+parallel and the settings the reference script does not read.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from neurondeploy.planner.checks import refuse_errors
-from neurondeploy.resources.nxd_training_config import training_channel
+from neurondeploy.resources.nxd_training_config import DEFAULT_MAX_STEPS, training_channel
 from neurondeploy.specs import LoadedSpec
 from neurondeploy.specs.training import REFERENCE_SOURCE
 from neurondeploy.training.entry import with_overrides
@@ -41,6 +41,7 @@ def reference_stand_in(
 ) -> tuple[LoadedSpec, list[str]]:
     """The reference spec that trains here in place of ``loaded``'s NxD Training job, and the lines that say what
     differs. ``overrides`` (``--hp``) are checked as NxD Training's settings and win over the scaling."""
+    given = loaded.spec.hyperparameters  # the spec's own, which the scaling takes its shares from
     loaded = with_overrides(loaded, overrides)
     spec = loaded.spec
     refuse_errors(loaded)  # the layout rules, the memory fit and the config, as validate checks them
@@ -66,7 +67,7 @@ def reference_stand_in(
         )
     layout = local_layout(spec.distribution.tensor_parallel, spec.distribution.pipeline_parallel, processes)
     chunks = layout.pipeline_parallel  # micro-batches in flight: one per stage, as 1F1B fills the pipeline
-    hyperparameters, cut = _hyperparameters(spec.hyperparameters, layout, chunks, set(overrides))
+    hyperparameters, cut = _hyperparameters(spec.hyperparameters, given, layout, chunks, set(overrides))
     d = spec.distribution
     distribution = d.model_copy(
         update={
@@ -90,26 +91,30 @@ def reference_stand_in(
         f"{spec.name}: NxD Training does not run on this machine (it needs torch-xla and Neuron devices); the "
         "reference script stands in for it, on the spec's layout and its tokenized channel at a scaled-down size. "
         "`plan` shows the NxD Training config and job that `neurondeploy train` starts on SageMaker",
-        f"{spec.name}: stand-in differences: {', '.join(_differences(d, spec.hyperparameters))}",
     ]
+    differences = _differences(d, spec.hyperparameters)
+    if differences:
+        lines.append(f"{spec.name}: stand-in differences: {', '.join(differences)}")
     if cut:
         lines.append(f"{spec.name}: run scaled down: {'; '.join(cut)} (--hp sets them)")
     return dataclasses.replace(loaded, spec=stand_in), lines
 
 
 def _hyperparameters(
-    values: dict[str, object], layout: LocalLayout, chunks: int, kept: set[str]
+    values: dict[str, object], given: dict[str, object], layout: LocalLayout, chunks: int, kept: set[str]
 ) -> tuple[dict[str, object], list[str]]:
-    """NxD Training's settings as the reference script reads them, the run's size cut down unless ``kept``."""
+    """NxD Training's settings (``values``, with ``--hp``) as the reference script reads them, the run's size cut
+    down unless ``kept`` (set by ``--hp``); warmup keeps its share of the spec's own run (``given``)."""
     out = {RENAMED.get(key, key): value for key, value in values.items() if key not in NOT_READ}
-    steps = int(values.get("max_steps", LOCAL_STEPS))
     local = {
-        "max_steps": min(steps, LOCAL_STEPS),
+        "max_steps": min(int(values.get("max_steps", LOCAL_STEPS)), LOCAL_STEPS),
         "sequence_length": min(int(values["sequence_length"]), LOCAL_SEQUENCE_LENGTH),
         "global_batch_size": layout.data_parallel * chunks * LOCAL_SEQUENCES,
     }
-    if "warmup_steps" in values:  # the same share of the run
-        local["warmup_steps"] = math.ceil(int(values["warmup_steps"]) * local["max_steps"] / max(1, steps))
+    steps = int(values["max_steps"]) if "max_steps" in kept else local["max_steps"]  # what this run trains
+    if "warmup_steps" in given:
+        share = int(given["warmup_steps"]) / max(1, int(given.get("max_steps", DEFAULT_MAX_STEPS)))
+        local["warmup_steps"] = math.ceil(share * steps)
     cut = []
     for key, value in local.items():
         if key in kept or out.get(key) == value:

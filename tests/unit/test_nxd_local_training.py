@@ -70,6 +70,7 @@ def test_hp_overrides_win_over_the_scaling_and_are_checked_as_nxd_trainings_sett
     loaded = load_spec(template_with_local_data(tmp_path))
     stand_in, lines = reference_stand_in(loaded, processes=2, overrides={"max_steps": "3", "gradient_clip": "0.5"})
     assert stand_in.spec.hyperparameters["max_steps"] == 3 and stand_in.spec.hyperparameters["max_grad_norm"] == 0.5
+    assert stand_in.spec.hyperparameters["warmup_steps"] == 1  # 2000 of 30000 steps: the same share of 3
     assert "max_steps" not in "".join(line for line in lines if "run scaled down" in line)
     with pytest.raises(PlanRefused) as refused:
         reference_stand_in(loaded, processes=2, overrides={"zero1": "true"})
