@@ -36,9 +36,8 @@ class Finding:
         return " ".join(text.split())
 
 
-REFERENCE_SCRIPT_MARKER = (
-    "neurondeploy reference training script"  # first line of neurondeploy/training/reference/train.py
-)
+# The first line of the reference training script (neurondeploy/training/reference/train.py).
+REFERENCE_SCRIPT_MARKER = "neurondeploy reference training script"
 
 
 def error(field: str, message: str, hint: str | None = None) -> Finding:
@@ -446,9 +445,9 @@ def check_training_figures(loaded: LoadedSpec) -> Iterable[Finding]:
 def _model_split(arch: ModelArchitecture, tp: int, pp: int, *, replicates_kv: bool = False) -> Iterable[Finding]:
     """Whether the model splits as the layout asks, before a job finds out on every rank: Megatron tensor
     parallelism gives each rank whole query heads and an equal share of the MLP's columns, each pipeline stage at
-    least one layer (the reference script's own check, neurondeploy/training/reference/tiny_lm.py layout_problems, says the same
-    at the job's start). KV heads split whole too, or, above their count, are replicated by NxD's GQA layers, which
-    the reference script does not do."""
+    least one layer (the reference script's own check, neurondeploy/training/reference/tiny_lm.py layout_problems,
+    says the same at the job's start). KV heads split whole too, or, above their count, are replicated by NxD's GQA
+    layers, which the reference script does not do."""
     kv, intermediate = arch.key_value_heads, arch.dense_intermediate_size
     divisors = [d for d in range(1, arch.attention_heads + 1) if arch.attention_heads % d == 0 and kv % d == 0]
     uneven = [

@@ -18,8 +18,8 @@ from neurondeploy.specs.inference import (
 )
 from neurondeploy.specs.screening import screen_value
 
-# Where a checkpoint directory may live in the training container: SageMaker's own tree and scratch space.
 REFERENCE_SOURCE = "pkg://neurondeploy/training/reference"  # the reference training script, shipped in the package
+# Where a checkpoint directory may live in the training container: SageMaker's own tree and scratch space.
 CHECKPOINT_ROOTS = ("/opt/ml/", "/tmp/")
 # CreateTrainingJob's Environment and HyperParameters are shown by DescribeTrainingJob and kept with the job for
 # good; the job environment takes no {secret: ARN} reference (yet), so a script reads its credential itself.
@@ -199,9 +199,10 @@ class TrainingSpec(SpecBase):
     engine: Annotated[
         Literal["reference", "nxd-training"],
         Field(
-            description="What trains: reference, the script in source_dir (the reference script, pkg://neurondeploy/training/reference, or yours), "
-            "torchrun-launched by the SageMaker training toolkit, and what `train --local` runs; nxd-training, NxD "
-            "Training (aws-neuron/neuronx-distributed-training) as the pytorch-training-neuronx image ships it: "
+            description="What trains: reference, the script in source_dir (the reference script, "
+            "pkg://neurondeploy/training/reference, or yours), torchrun-launched by the SageMaker training toolkit, "
+            "and what `train --local` runs; nxd-training, NxD Training (aws-neuron/neuronx-distributed-training) as "
+            "the pytorch-training-neuronx image ships it: "
             "pipeline and sequence parallel, the layouts AWS publishes for Llama-class models. validate and plan size "
             "an nxd-training layout as NxD Training runs it (1F1B pipeline schedule); its job runs NxD Training's "
             "training_orchestrator.py (entry_point) from its examples directory (source_dir) with the config plan "
