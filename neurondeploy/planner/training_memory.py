@@ -3,8 +3,8 @@
 State per core (parameters P sharded over TP × PP): weights, gradients and two AdamW moments, 4 + 4 + 8 bytes a
 parameter in fp32 and bf16 autocast (fp32 master weights), 2 + 2 + 8 with bf16 weights and stochastic rounding,
 2 + 4 + 12 with NxD Training's mixed precision (fp32 gradients, and an fp32 master copy beside the moments);
-ZeRO-1 divides the moments (and that master copy) over the data-parallel ranks. The Neuron/optimum docs put this at "approximately 4×
-the model size" per core (optimum-neuron docs/source/guides/distributed_training.mdx).
+ZeRO-1 divides the moments (and that master copy) over the data-parallel ranks. The Neuron/optimum docs put this at
+"approximately 4× the model size" per core (optimum-neuron docs/source/guides/distributed_training.mdx).
 
 Activations follow Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
 (arXiv:2205.05198, §4.1), which counts, per layer and per token, what autograd keeps for the backward pass:
@@ -52,7 +52,7 @@ TRAINING_STATE_BYTES = {
     "bf16-mixed": MIXED,
     "bf16-mixed-stochastic-rounding": MIXED,
 }
-ACTIVATION_BYTES = {"fp32": 4, **dict.fromkeys(list(TRAINING_STATE_BYTES)[1:], 2)}
+ACTIVATION_BYTES = {name: 4 if name == "fp32" else 2 for name in TRAINING_STATE_BYTES}  # bf16 compute otherwise
 LOSS_FP32_BYTES = 8  # the fp32 copy of the logits for the cross-entropy and its gradient
 
 

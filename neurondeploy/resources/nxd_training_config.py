@@ -41,11 +41,10 @@ DATA_DIR = "/opt/ml/input/data"
 ENTRY_POINT = "training_orchestrator.py"  # NxD Training's examples/, beside training.py, which it imports
 CONFIG_FILE = "nxd-training-config.yaml"
 MODEL_CONFIG_FILE = "config.json"
+# trainer.max_steps of the 70B and 405B example configs (examples/conf/hf_llama3_70B_config.yaml).
+DEFAULT_MAX_STEPS = 30000
 # The hyperparameters the config takes (the rest of it is the spec's layout); NxD Training reads no --key value
 # arguments, so any other one would be dropped without a word.
-DEFAULT_MAX_STEPS = (
-    30000  # trainer.max_steps of the 70B and 405B example configs (examples/conf/hf_llama3_70B_config.yaml)
-)
 CONFIG_HYPERPARAMETERS = (
     "sequence_length",
     "micro_batch_size",

@@ -160,8 +160,9 @@ def local_model(loaded: LoadedSpec, layout: LocalLayout) -> tuple[dict[str, obje
     }
     said = (
         f"model scaled for this CPU: {model['layers']} layers × {hidden} (heads {model['heads']}, kv_heads {kv_local}, "
-        f"intermediate {intermediate}, vocabulary {vocabulary}) instead of the spec's {arch.layers} × {arch.hidden_size} "
-        f"({parameter_count(arch) / 1e9:.1f}B parameters), which the job trains; validate checks its full layout"
+        f"intermediate {intermediate}, vocabulary {vocabulary}) instead of the spec's {arch.layers} × "
+        f"{arch.hidden_size} ({parameter_count(arch) / 1e9:.1f}B parameters), which the job trains; validate checks "
+        "its full layout"
     )
     return model, said
 

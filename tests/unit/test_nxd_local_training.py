@@ -144,3 +144,26 @@ def test_the_reference_script_reads_a_tokenized_channel_as_its_token_stream(tmp_
     spec.loader.exec_module(script)
     tokens, tokenized = script.load_corpus()
     assert tokenized and tokens.tolist() == [token for row in rows for token in row]
+
+
+def test_token_ids_beyond_the_models_vocabulary_are_one_line_from_the_script(tmp_path):
+    """A dataset made with a larger tokenizer than the model's vocabulary stops the script before its first step."""
+    from neurondeploy.training import token_dataset
+    from neurondeploy.training.entry import REFERENCE_DIR
+
+    (tmp_path / "train").mkdir()
+    token_dataset.write_dataset(iter([[300 + i for i in range(16)]] * 4), tmp_path / "train", 16)
+    env = {"PATH": "/usr/bin:/bin", "SM_CHANNEL_TRAIN": str(tmp_path / "train"), "SM_MODEL_DIR": str(tmp_path / "m")}
+    env |= {"NEURONDEPLOY_CHECKPOINT_DIR": str(tmp_path / "c"), "SM_OUTPUT_DATA_DIR": str(tmp_path / "o")}
+    run = subprocess.run(
+        [sys.executable, str(REFERENCE_DIR / "train.py"), "--vocab_size", "256", "--max_steps", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "error: the train channel holds token id 315, beyond vocab_size 256; tokenize it with the model's tokenizer"
+    ]
+    assert not (tmp_path / "m").exists()

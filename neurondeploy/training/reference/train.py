@@ -665,9 +665,10 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopFlag()
     model, trained, optimizer, schedule = build(args, config, rt)
     corpus, tokenized = load_corpus()
-    if int(corpus.max()) >= config.vocab_size:
+    largest = int(corpus.max())
+    if largest >= config.vocab_size:
         raise SystemExit(
-            f"error: the train channel holds token id {int(corpus.max())}, beyond vocab_size {config.vocab_size}; "
+            f"error: the train channel holds token id {largest}, beyond vocab_size {config.vocab_size}; "
             "tokenize it with the model's tokenizer"
         )
     start = 0
