@@ -12,12 +12,18 @@ A model of IAM's request context, written from the AWS documentation, made to ev
   ``aws:ResourceTag/<key>``: every object of a deployment carries its ownership tags;
 - a create that tags also needs the service's tagging action, with the create named in ``ec2:CreateAction``
   (and its kin) (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/supported-iam-actions-tagging.html);
+- a role's permissions boundary, given by ``CreateRole`` or carried by the role a request changes, is
+  ``iam:PermissionsBoundary`` (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_iam-condition-keys.html);
+- a Route 53 change names its hosted zone and, normalized, the names, types and actions of its records
+  (https://docs.aws.amazon.com/Route53/latest/DeveloperGuide/specifying-rrset-conditions.html); a name known only at
+  apply (ACM's validation CNAME, ``_<hash>.<domain>``) is modelled by that shape;
+- every request has ``aws:PrincipalAccount``, the account of whoever sends it;
 - a role handed to a service needs ``iam:PassRole`` on that role with ``iam:PassedToService``
   (https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_use_passrole.html); an Auto Scaling group from a
   launch template also needs ``ec2:RunInstances`` with the group's tags and ``iam:PassRole`` for the template's
   instance profile (https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-launch-template-permissions.html).
 
-Only IAM, S3 and SSM resources get real ARNs; other services' statements are conditioned on tags, not ARNs, so
+Only IAM, S3, SSM and Route 53 resources get real ARNs; other services' statements are conditioned on tags, not ARNs, so
 their requests name a placeholder ARN of the right service. What IAM really evaluates can differ in detail (a
 request touching several objects is authorized once per object); this model is the test's, not a simulator.
 """
@@ -30,7 +36,7 @@ from neurondeploy.aws.iam_policy import IMPLIED, authorization_table, iam_action
 from neurondeploy.aws.policy_evaluation import Authorization
 from neurondeploy.catalog._data import load
 from neurondeploy.resources.model import Request, Resource
-from neurondeploy.resources.refs import find_refs, is_ref
+from neurondeploy.resources.refs import contains_ref, find_refs, is_ref, resolve
 from neurondeploy.resources.tags import MANAGED_BY_TAG, tag_dict
 
 ROLE_KEYS = {"ExecutionRoleArn": "sagemaker.amazonaws.com", "RoleArn": "sagemaker.amazonaws.com"}
@@ -84,8 +90,52 @@ class DeploymentAuthorizations:
         create = self.resources[resource_name].create[0].params
         return f"arn:aws:iam::{self.account}:role{create.get('Path', '/')}{create['RoleName']}"
 
+    def _boundary(self, params: Mapping) -> dict:
+        """``iam:PermissionsBoundary`` of a role request: the one CreateRole gives, or the one the plan's role has."""
+        create = params if "AssumeRolePolicyDocument" in params else None
+        if create is None and "RoleName" in params:
+            named = self.role_arn(params["RoleName"]) if is_ref(params["RoleName"]) else params["RoleName"]
+            create = next(
+                (
+                    r.create[0].params
+                    for r in self.resources.values()
+                    if r.create
+                    and r.create[0].operation == "CreateRole"
+                    and r.create[0].params["RoleName"] == named.rsplit("/", 1)[-1]
+                ),
+                None,
+            )
+        boundary = (create or {}).get("PermissionsBoundary")
+        if boundary is None:
+            return {}
+        # The only ref in it is the account's (naming.account), known here.
+        return {"iam:PermissionsBoundary": resolve(boundary, dict.fromkeys(find_refs(boundary), self.account))}
+
+    def _record_context(self, params: Mapping) -> dict:
+        changes = params["ChangeBatch"]["Changes"]
+        names = []
+        for change in changes:
+            name = change["ResourceRecordSet"]["Name"]
+            if contains_ref(name):  # ACM's validation record, _<32 hex>.<the certificate's domain>
+                name = f"_{'0' * 32}.{self._certificate_domain()}"
+            names.append(name.rstrip(".").lower())
+        return {
+            "route53:ChangeResourceRecordSetsNormalizedRecordNames": tuple(names),
+            "route53:ChangeResourceRecordSetsRecordTypes": tuple(c["ResourceRecordSet"]["Type"] for c in changes),
+            "route53:ChangeResourceRecordSetsActions": tuple(c["Action"] for c in changes),
+        }
+
+    def _certificate_domain(self) -> str:
+        return next(
+            r.create[0].params["DomainName"]
+            for r in self.resources.values()
+            if r.create and r.create[0].operation == "RequestCertificate"
+        )
+
     def _resource_arn(self, request: Request) -> str:
         params = request.params
+        if request.service == "route53" and "HostedZoneId" in params:
+            return f"arn:aws:route53:::hostedzone/{params['HostedZoneId'].removeprefix('/hostedzone/')}"
         if request.service == "iam":
             if "InstanceProfileName" in params:
                 name = params["InstanceProfileName"]
@@ -116,7 +166,11 @@ class DeploymentAuthorizations:
         given = request_tags(request.params)
         own_tags = request_tags(resource.create[0].params) if resource.create else {}
         existing = (own_tags or self.ownership) if self._acts_on_existing(resource, request, makes_object) else None
-        context = _tag_context(given, existing)
+        context = {**_tag_context(given, existing), "aws:PrincipalAccount": self.account}
+        if action in ("iam:CreateRole", "iam:PutRolePolicy", "iam:AttachRolePolicy", "iam:PutRolePermissionsBoundary"):
+            context.update(self._boundary(request.params))
+        if action == "route53:ChangeResourceRecordSets":
+            context.update(self._record_context(request.params))
         yield Authorization(action, self._resource_arn(request), context)
         table = authorization_table()
         prefix = action.split(":")[0]

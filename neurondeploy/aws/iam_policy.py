@@ -9,22 +9,34 @@ the policy grants no more than the calls need:
 - IAM only on roles and instance profiles under ``/neurondeploy/``, and roles passed only to EC2 and SageMaker
   (``iam:PassedToService``): no role made or changed by it can be another principal's, and none can be handed
   to a service that would run someone else's code with it.
+- Roles made and given policies only with the permissions boundary (:func:`boundary`, ``infra/iam-boundary.json``)
+  in place, and the boundary never removed or rewritten: whatever inline policy a role is given, it can do no more
+  than the roles neurondeploy makes need, and nothing of IAM, so the policy cannot make its holder (or anyone a
+  role it makes trusts) administrator. This is the IAM User Guide's delegation pattern
+  (https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies_boundaries.html#access_policies_boundaries-delegate).
 - Creates only with the ownership tag (``aws:RequestTag``); changes and deletes only on objects that carry it
   (``aws:ResourceTag``), where the service supports the condition; tagging only inside a create of ours
   (``ec2:CreateAction`` and its kin) or on objects already ours, so a foreign object cannot be tagged into
   ownership and then deleted.
-- S3 only on ``neurondeploy-*`` buckets; SSM reads only of AWS's public parameters.
-- What the reference offers no condition for (Route 53 records, Application Auto Scaling targets, reads) is
-  granted on ``*`` and listed by :func:`unconditioned_actions` (the README says so).
+- S3 only on ``neurondeploy-*`` buckets; the shared bucket's policy, public-access block and other settings only in
+  the ``SharedBucketSetup`` statement, which ``--bucket-ready`` leaves out once the bucket exists. SSM reads only
+  of AWS's public parameters.
+- Route 53 changes only in the hosted zones named to the generator (``--zone ZONE=RECORD``, as ``iam.role_arn``
+  roles are named), and there only for the record, its ACM validation and ownership names, and the A, CNAME and
+  TXT types (https://docs.aws.amazon.com/Route53/latest/DeveloperGuide/specifying-rrset-conditions.html).
+- What the reference offers no condition for (log delivery, reads) is granted on ``*`` and listed by
+  :func:`unconditioned_actions` (the README says so).
 
-``infra/iam-policy.json`` is this module's output, and a test fails when code gains a call the committed policy
-does not allow:
+``infra/iam-policy.json`` and ``infra/iam-boundary.json`` are this module's output, and a test fails when code gains
+a call the committed policy does not allow, or a role statement its boundary does not:
 
     python -m neurondeploy.aws.iam_policy > infra/iam-policy.json
+    python -m neurondeploy.aws.iam_policy --boundary > infra/iam-boundary.json
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import re
@@ -33,10 +45,10 @@ from pathlib import Path
 
 from neurondeploy.catalog._data import load
 from neurondeploy.errors import SpecError
-from neurondeploy.resources.iam import ROLE_PATH
+from neurondeploy.resources.iam import BOUNDARY_POLICY_NAME, ROLE_PATH
 from neurondeploy.resources.naming import BUCKET_PREFIX
 from neurondeploy.resources.tags import MANAGED_BY, MANAGED_BY_TAG
-from neurondeploy.specs.common import ROLE_ARN_PATTERN
+from neurondeploy.specs.common import ROLE_ARN_PATTERN, DnsSpec
 
 PACKAGE = Path(__file__).resolve().parents[1]
 SCANNED = ("resources", "aws", "engine", "compiler", "serving", "training")
@@ -83,6 +95,36 @@ BUCKET_RESOURCES = (f"arn:aws:s3:::{BUCKET_PREFIX}*", f"arn:aws:s3:::{BUCKET_PRE
 # The DLAMI's AMI id is read from AWS's public parameters; no other parameter (a SecureString of the account's
 # own) is readable.
 PUBLIC_PARAMETERS = ("arn:aws:ssm:*::parameter/aws/service/*",)
+# The boundary every role of ours carries, in the account of whoever holds the policy (a policy variable: one
+# policy serves every account, as the role ARNs' `*` does).
+BOUNDARY_ARN = f"arn:aws:iam::${{aws:PrincipalAccount}}:policy{ROLE_PATH}{BOUNDARY_POLICY_NAME}"
+# The IAM actions that give a role permissions: allowed only on a role carrying the boundary (iam:PermissionsBoundary
+# is the boundary a role has, or is given by CreateRole / PutRolePermissionsBoundary).
+BOUNDED_ROLE_ACTIONS = ("iam:AttachRolePolicy", "iam:CreateRole", "iam:PutRolePermissionsBoundary", "iam:PutRolePolicy")
+# Denied whatever else the holder has: removing a boundary, or rewriting the boundary policy itself.
+BOUNDARY_REMOVAL = ("iam:DeleteRolePermissionsBoundary", "iam:DeleteUserPermissionsBoundary")
+BOUNDARY_REWRITE = (
+    "iam:CreatePolicyVersion",
+    "iam:DeletePolicy",
+    "iam:DeletePolicyVersion",
+    "iam:SetDefaultPolicyVersion",
+)
+# Settings only the shared bucket's first setup makes (engine.uploads.ensure_bucket sends them only when the bucket is
+# missing); flow logs to S3 need the policy read and written too: AWS adds its delivery statement.
+BUCKET_SETUP = (
+    "s3:CreateBucket",
+    "s3:GetBucketPolicy",
+    "s3:PutBucketPolicy",
+    "s3:PutBucketPublicAccessBlock",
+    "s3:PutBucketTagging",
+    "s3:PutBucketVersioning",
+    "s3:PutLifecycleConfiguration",
+)
+# The record types the deployments write: the alias (A), ACM's validation (CNAME), the ownership record (TXT).
+RECORD_TYPES = ("A", "CNAME", "TXT")
+# Modules whose dict literals with "Effect" and "Action" (and no "Principal": not a trust or bucket policy) are the
+# statements of the roles neurondeploy makes.
+ROLE_STATEMENT_MODULES = ("resources",)
 # Verbs of actions that make a new object: their tags are the request's, so aws:RequestTag conditions them.
 CREATE_VERBS = ("Create", "Request", "Allocate", "Register", "Run")
 READ_LEVELS = ("Read", "List")
@@ -206,19 +248,56 @@ def _create_action_key(prefix: str) -> str | None:
     return load("iam_authorization")["services"][prefix]["create_action_key"]
 
 
+DNS_ACTIONS = ("route53:ChangeResourceRecordSets",)
+
+
 def unconditioned_actions() -> list[str]:
     """Mutating actions granted on ``*``: the reference offers no tag or resource condition for them."""
-    return statements_by_purpose().get("Unconditioned", [])
+    return [a for a in statements_by_purpose().get("Unconditioned", []) if a not in DNS_ACTIONS]
 
 
-def policy(pass_roles: tuple[str, ...] = ()) -> dict:
-    """The operator policy; ``pass_roles``: ARNs of existing roles specs name (``iam.role_arn``) that it may pass."""
+def _dns_statements(zones: tuple[tuple[str, str], ...], actions: list[str]) -> list[dict]:
+    """One statement per hosted zone: its records' names (the record, and ``_*.`` below it for ACM's validation
+    CNAME and the ownership TXT), as Route 53 normalizes them (lower case, no final dot), and our record types."""
+    by_zone: dict[str, set[str]] = {}
+    for zone, record in zones:
+        by_zone.setdefault(zone, set()).update({record, f"_*.{record}"})
+    return [
+        _statement(
+            f"DnsRecords{zone}",
+            actions,
+            (f"arn:aws:route53:::hostedzone/{zone}",),
+            {
+                "ForAllValues:StringLike": {"route53:ChangeResourceRecordSetsNormalizedRecordNames": sorted(names)},
+                "ForAllValues:StringEquals": {"route53:ChangeResourceRecordSetsRecordTypes": list(RECORD_TYPES)},
+                # ForAllValues holds on a request without the key; IAM's guide pairs it with Null for that reason.
+                "Null": {"route53:ChangeResourceRecordSetsNormalizedRecordNames": "false"},
+            },
+        )
+        for zone, names in sorted(by_zone.items())
+    ]
+
+
+def policy(
+    pass_roles: tuple[str, ...] = (), zones: tuple[tuple[str, str], ...] = (), *, bucket_ready: bool = False
+) -> dict:
+    """The operator policy. ``pass_roles``: ARNs of existing roles specs name (``iam.role_arn``) that it may pass;
+    ``zones``: (hosted zone id, record name) pairs specs name (``dns``) whose records it may change;
+    ``bucket_ready``: the shared bucket exists, so its settings are no longer the holder's to change."""
     groups = statements_by_purpose()
     creates = groups.get("CreateOwned", [])
     owned = {"StringEquals": {f"aws:ResourceTag/{k}": v for k, v in OWNERSHIP_CONDITION.items()}}
+    bounded = [a for a in groups["Roles"] if a in BOUNDED_ROLE_ACTIONS]
+    unconditioned = groups.get("Unconditioned", [])
     statements = [
         _statement("Read", groups["Read"]),
-        _statement("Roles", groups["Roles"], ROLE_RESOURCES),
+        _statement("Roles", [a for a in groups["Roles"] if a not in BOUNDED_ROLE_ACTIONS], ROLE_RESOURCES),
+        _statement(
+            "RolesWithinTheBoundary",
+            bounded,
+            (ROLE_RESOURCES[0],),
+            {"StringEquals": {"iam:PermissionsBoundary": BOUNDARY_ARN}},
+        ),
         _statement(
             "PassRole",
             groups["PassRole"],
@@ -231,7 +310,14 @@ def policy(pass_roles: tuple[str, ...] = ()) -> dict:
             ("arn:aws:iam::*:role/aws-service-role/*",),
             {"StringEquals": {"iam:AWSServiceName": list(SERVICE_LINKED)}},
         ),
-        _statement("Buckets", groups["Buckets"], BUCKET_RESOURCES),
+        _statement("Buckets", [a for a in groups["Buckets"] if a not in BUCKET_SETUP], BUCKET_RESOURCES),
+        *(
+            []
+            if bucket_ready
+            else [
+                _statement("SharedBucketSetup", [a for a in groups["Buckets"] if a in BUCKET_SETUP], BUCKET_RESOURCES)
+            ]
+        ),
         _statement("PublicParameters", groups["PublicParameters"], PUBLIC_PARAMETERS),
         _statement(
             "CreateOwned",
@@ -250,22 +336,131 @@ def policy(pass_roles: tuple[str, ...] = ()) -> dict:
                 condition={"StringEquals": {_create_action_key(prefix): sorted(made_here)}},
             )
         )
-    statements.append(_statement("Unconditioned", groups.get("Unconditioned", [])))
+    statements += _dns_statements(zones, [a for a in unconditioned if a in DNS_ACTIONS])
+    statements.append(_statement("Unconditioned", [a for a in unconditioned if a not in DNS_ACTIONS]))
+    statements += [
+        {"Sid": "KeepTheBoundaryOnEveryRole", "Effect": "Deny", "Action": list(BOUNDARY_REMOVAL), "Resource": "*"},
+        {"Sid": "KeepTheBoundaryAsItIs", "Effect": "Deny", "Action": list(BOUNDARY_REWRITE), "Resource": BOUNDARY_ARN},
+    ]
     return {"Version": "2012-10-17", "Statement": [s for s in statements if s["Action"]]}
 
 
-def render(pass_roles: tuple[str, ...] = ()) -> str:
-    return json.dumps(policy(pass_roles), indent=2) + "\n"
+def _role_statements(tree: ast.AST) -> list[dict]:
+    """The literal ``{"Effect": ..., "Action": ...}`` dicts of a module that are not trust or bucket policies."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Dict):
+            continue
+        keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+        if "Effect" in keys and "Action" in keys and "Principal" not in keys:
+            found.append(ast.literal_eval(node.values[keys.index("Action")]))
+    return found
+
+
+def role_actions() -> list[str]:
+    """Every action a statement of a role neurondeploy makes can name (scanned from the statement builders)."""
+    actions: set[str] = set()
+    for directory in ROLE_STATEMENT_MODULES:
+        for path in sorted((PACKAGE / directory).rglob("*.py")):
+            for action in _role_statements(ast.parse(path.read_text())):
+                actions.update([action] if isinstance(action, str) else action)
+    return sorted(actions)
+
+
+def boundary() -> dict:
+    """The permissions boundary of every role neurondeploy makes: the union of what their statements can name, on
+    any resource (each role's own policy narrows it to its prefixes, images and secrets), and nothing of IAM or STS,
+    so no policy put on such a role can give it more."""
+    actions = role_actions()
+    if any(a.split(":")[0] in ("iam", "sts") for a in actions):
+        raise ValueError("a role statement names an IAM or STS action: the boundary must not allow one")
+    decrypt = [a for a in actions if a == "kms:Decrypt"]
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            _statement("WhatNeurondeployRolesDo", [a for a in actions if a not in decrypt]),
+            # Roles decrypt only what Secrets Manager or SSM decrypts for them (iam.secret_read_statements).
+            _statement(
+                "DecryptOnlyForSecretsAndParameters",
+                decrypt,
+                condition={"StringLike": {"kms:ViaService": ["secretsmanager.*.amazonaws.com", "ssm.*.amazonaws.com"]}},
+            ),
+        ],
+    }
+
+
+def render(
+    pass_roles: tuple[str, ...] = (), zones: tuple[tuple[str, str], ...] = (), *, bucket_ready: bool = False
+) -> str:
+    return json.dumps(policy(pass_roles, zones, bucket_ready=bucket_ready), indent=2) + "\n"
+
+
+def render_boundary() -> str:
+    return json.dumps(boundary(), indent=2) + "\n"
+
+
+class _Refused(argparse.ArgumentTypeError):
+    def __init__(self, error: SpecError) -> None:
+        super().__init__(error.one_line())
+
+
+def _role_arn(value: str) -> str:
+    if not re.fullmatch(ROLE_ARN_PATTERN, value):
+        raise _Refused(SpecError(f"{value!r} is not an IAM role ARN", "give arn:aws:iam::<account>:role/<name>"))
+    return value
+
+
+def _zone(value: str) -> tuple[str, str]:
+    zone, _, record = value.partition("=")
+    try:
+        dns = DnsSpec(hosted_zone_id=zone.removeprefix("/hostedzone/"), zone_name=record, record_name=record)
+    except ValueError:
+        raise _Refused(
+            SpecError(
+                f"--zone {value!r} is not ZONE_ID=RECORD_NAME",
+                "give a spec's dns.hosted_zone_id and dns.record_name, e.g. --zone Z0123456789ABC=api.example.com",
+            )
+        ) from None
+    return dns.hosted_zone_id, dns.record_name
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str):
+        # argparse prefixes "argument X: " and prints usage first; what is wrong and the fix is the whole line here.
+        print(f"error: {message.split(': ', 1)[-1] if message.startswith('argument ') else message}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def main(arguments: list[str]) -> int:
-    """Extra arguments: ARNs of existing roles the specs name (iam.role_arn), which the policy may then pass."""
-    for argument in arguments:
-        if not re.fullmatch(ROLE_ARN_PATTERN, argument):
-            error = SpecError(f"{argument!r} is not an IAM role ARN", "give arn:aws:iam::<account>:role/<name>")
-            print(f"error: {error.one_line()}", file=sys.stderr)
-            return error.exit_code
-    print(render(tuple(arguments)), end="")
+    parser = _OneLineParser(
+        prog="python -m neurondeploy.aws.iam_policy",
+        description="Print the operator policy (or, with --boundary, the roles' permissions boundary) as JSON.",
+    )
+    parser.add_argument(
+        "role_arns", nargs="*", type=_role_arn, metavar="ROLE_ARN", help="an existing role a spec names (iam.role_arn)"
+    )
+    parser.add_argument(
+        "--zone",
+        action="append",
+        default=[],
+        type=_zone,
+        metavar="ZONE_ID=RECORD_NAME",
+        help="a hosted zone and record a spec names (dns.hosted_zone_id, dns.record_name); repeatable",
+    )
+    parser.add_argument(
+        "--bucket-ready",
+        action="store_true",
+        help="the shared bucket exists: leave out the statement that sets it up (its policy, public-access block)",
+    )
+    parser.add_argument("--boundary", action="store_true", help="print the permissions boundary instead")
+    try:
+        options = parser.parse_args(arguments)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    if options.boundary:
+        print(render_boundary(), end="")
+    else:
+        print(render(tuple(options.role_arns), tuple(options.zone), bucket_ready=options.bucket_ready), end="")
     return 0
 
 

@@ -9,8 +9,14 @@ request fails a positive operator and satisfies a negated one, ``...IfExists`` i
 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html,
 https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html).
 
-Only what neurondeploy's policies use is implemented: the string, ARN, ``Null`` and ``Bool`` operators; no
-policy variables, ``NotAction``/``NotResource``, numeric or date operators (a statement using one is refused).
+A permissions boundary caps an identity policy: a request is allowed only when both allow it, and an explicit deny
+in either wins (https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies_boundaries.html), so
+``decision(policy, request, boundary)`` is the role's effective permission.
+
+Only what neurondeploy's policies use is implemented: the string, ARN, ``Null`` and ``Bool`` operators; policy
+variables (``${aws:PrincipalAccount}``) in resources and condition values, taken from the request's context (one
+the request lacks matches nothing); no ``NotAction``/``NotResource``, numeric or date operators (a statement using
+one is refused).
 """
 
 from __future__ import annotations
@@ -96,23 +102,41 @@ def _condition_holds(operator: str, key: str, expected, context: Context) -> boo
     return matches(actual[0]) != negated
 
 
+_VARIABLE = re.compile(r"\$\{([^}]+)\}")
+
+
+def _substituted(value, context: Context):
+    """``value`` with each ``${key}`` replaced by the request's value of that key; None where one is absent."""
+    if not isinstance(value, str) or "${" not in value:
+        return value
+    lowered = {k.lower(): v for k, v in context.items()}
+    missing = [key for key in _VARIABLE.findall(value) if key.lower() not in lowered]
+    if missing:
+        return None
+    return _VARIABLE.sub(lambda m: str(lowered[m.group(1).lower()]), value)
+
+
+def _present(values, context: Context) -> list:
+    return [v for v in (_substituted(value, context) for value in _listed(values)) if v is not None]
+
+
 def statement_matches(statement: Mapping, request: Authorization) -> bool:
     for unsupported in ("NotAction", "NotResource", "NotPrincipal"):
         if unsupported in statement:
             raise ValueError(f"statement {statement.get('Sid', '')!r} uses {unsupported}, unsupported here")
     if not any(_wildcard(a, request.action, ignore_case=True) for a in _listed(statement["Action"])):
         return False
-    if not any(_wildcard(r, request.resource, ignore_case=False) for r in _listed(statement["Resource"])):
+    resources = _present(statement["Resource"], request.context)
+    if not any(_wildcard(r, request.resource, ignore_case=False) for r in resources):
         return False
     return all(
-        _condition_holds(operator, key, expected, request.context)
+        _condition_holds(operator, key, _present(expected, request.context), request.context)
         for operator, keys in statement.get("Condition", {}).items()
         for key, expected in keys.items()
     )
 
 
-def decision(policy: Mapping, request: Authorization) -> str:
-    """``"allow"``, ``"explicit deny"`` or ``"implicit deny"``."""
+def _decision(policy: Mapping, request: Authorization) -> str:
     statements = policy["Statement"]
     statements = [statements] if isinstance(statements, Mapping) else statements
     matching = [s for s in statements if statement_matches(s, request)]
@@ -121,5 +145,14 @@ def decision(policy: Mapping, request: Authorization) -> str:
     return "allow" if matching else "implicit deny"
 
 
-def allows(policy: Mapping, request: Authorization) -> bool:
-    return decision(policy, request) == "allow"
+def decision(policy: Mapping, request: Authorization, boundary: Mapping | None = None) -> str:
+    """``"allow"``, ``"explicit deny"`` or ``"implicit deny"``: of ``policy`` alone, or of a principal holding it
+    within the permissions ``boundary``."""
+    decisions = [_decision(policy, request)] + ([_decision(boundary, request)] if boundary is not None else [])
+    if "explicit deny" in decisions:
+        return "explicit deny"
+    return "allow" if all(d == "allow" for d in decisions) else "implicit deny"
+
+
+def allows(policy: Mapping, request: Authorization, boundary: Mapping | None = None) -> bool:
+    return decision(policy, request, boundary) == "allow"

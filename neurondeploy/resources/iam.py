@@ -32,6 +32,11 @@ from neurondeploy.specs import Spec
 ROLE_PATH = "/neurondeploy/"
 ROLE_NAME_MAX = 64
 POLICY_NAME = "neurondeploy"
+# The managed policy every role neurondeploy creates carries as its permissions boundary: the most any of them
+# may ever do, whatever inline policy it is given (infra/iam-boundary.json, made once by an administrator). The
+# operator policy creates and changes roles only with it in place, so holding that policy cannot make anyone admin
+# (https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies_boundaries.html).
+BOUNDARY_POLICY_NAME = "neurondeploy-boundary"
 _ECR = re.compile(
     r"^(?P<account>\$\{[^}]+\}|[^./]+)\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/(?P<repo>[^:@]+)"
 )
@@ -45,8 +50,18 @@ def _trust(service: str) -> str:
     return policy_document([{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}])
 
 
+def boundary_policy_arn(region: str, account_id: str) -> str:
+    return f"arn:{partition(region)}:iam::{account_id}:policy{ROLE_PATH}{BOUNDARY_POLICY_NAME}"
+
+
 def role_resource(
-    spec: Spec, name: str, suffix: str, service: str, statements: list[dict], description: str
+    spec: Spec,
+    ctx: PlanContext,
+    name: str,
+    suffix: str,
+    service: str,
+    statements: list[dict],
+    description: str,
 ) -> Resource:
     role_name = aws_name(spec, suffix, ROLE_NAME_MAX)
     return resource(
@@ -60,6 +75,7 @@ def role_resource(
                     "RoleName": role_name,
                     "Path": ROLE_PATH,
                     "AssumeRolePolicyDocument": _trust(service),
+                    "PermissionsBoundary": boundary_policy_arn(spec.region, account(ctx)),
                     "Description": description,
                     "Tags": tag_list(ownership_tags(spec)),
                 },
@@ -110,6 +126,7 @@ def instance_role_resources(spec: Spec, ctx: PlanContext, artifact_s3_uri: str) 
         resources.append(
             role_resource(
                 spec,
+                ctx,
                 "instance-role",
                 "ec2-role",
                 service,
@@ -337,6 +354,9 @@ def _compare_role(aws: Caller, role: dict, ids: Mapping, expected: Expected) -> 
     trust = expected.value("CreateRole", "AssumeRolePolicyDocument")
     if trust is not None and _policy(role.get("AssumeRolePolicyDocument")) != _policy(trust):
         problems.append("trust policy changed")
+    boundary = expected.value("CreateRole", "PermissionsBoundary")
+    if boundary is not None and (role.get("PermissionsBoundary") or {}).get("PermissionsBoundaryArn") != boundary:
+        problems.append("permissions boundary removed or changed")
     for params in expected.all("PutRolePolicy"):
         got = aws.call("iam", "GetRolePolicy", {"RoleName": name, "PolicyName": params["PolicyName"]})
         if got is None:

@@ -10,7 +10,7 @@ from neurondeploy.resources.iam import (
     vpc_statements,
 )
 from neurondeploy.resources.kinds import Find, Reader, Scan, ours
-from neurondeploy.resources.model import Request, Resource, resource
+from neurondeploy.resources.model import PlanContext, Request, Resource, resource
 from neurondeploy.resources.naming import ec2_tags, ownership_tags, tag_list
 from neurondeploy.resources.network import delete_security_group
 from neurondeploy.resources.refs import ref
@@ -19,7 +19,7 @@ from neurondeploy.specs import Spec
 SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
 
 
-def execution_role_resources(spec: Spec, statements: list[dict], what: str) -> list[Resource]:
+def execution_role_resources(spec: Spec, ctx: PlanContext, statements: list[dict], what: str) -> list[Resource]:
     if spec.iam.role_arn:
         return []
     if vpc_config(spec):
@@ -27,6 +27,7 @@ def execution_role_resources(spec: Spec, statements: list[dict], what: str) -> l
     return [
         role_resource(
             spec,
+            ctx,
             "execution-role",
             "sagemaker-role",
             SAGEMAKER_PRINCIPAL,

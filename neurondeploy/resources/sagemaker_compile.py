@@ -233,7 +233,7 @@ def compile_job_resources(spec: InferenceSpec, ctx: PlanContext, job: CompileJob
     )
     name = request["TrainingJobName"]
     return with_lookups(
-        execution_role_resources(spec, statements, "the compile of")
+        execution_role_resources(spec, ctx, statements, "the compile of")
         + [
             resource(
                 JOB_RESOURCE,

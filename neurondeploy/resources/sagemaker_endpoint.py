@@ -337,7 +337,9 @@ def endpoint_resources(spec: InferenceSpec, ctx: PlanContext) -> list[Resource]:
     if uses_precompiled(spec, ctx):
         statements = s3_statements(spec.region, read=[ctx.precompiled_model_uri]) + statements
     statements += secret_read_statements(without_hub_token(spec) if uses_precompiled(spec, ctx) else spec)
-    resources = execution_role_resources(spec, statements, "endpoint") + security_group_resources(spec, training=False)
+    resources = execution_role_resources(spec, ctx, statements, "endpoint") + security_group_resources(
+        spec, training=False
+    )
 
     model = create_model_request(spec, ctx)
     config = create_endpoint_config_request(spec, ctx)

@@ -289,7 +289,9 @@ def training_job_resources(spec: TrainingSpec, ctx: PlanContext) -> list[Resourc
                 "Resource": s3_prefix_arn(spec.compile_cache_uri, spec.region),
             }
         )
-    resources = execution_role_resources(spec, statements, "training") + security_group_resources(spec, training=True)
+    resources = execution_role_resources(spec, ctx, statements, "training") + security_group_resources(
+        spec, training=True
+    )
     name = job["TrainingJobName"]
     resources.append(
         resource(

@@ -69,6 +69,12 @@ def test_apply_creates_everything_reapply_sends_nothing_destroy_leaves_nothing(w
     rule = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"][0]
     assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == 30
     assert s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"]["BlockPublicPolicy"]
+    # the instance role carries the permissions boundary (infra/iam-boundary.json), as every role apply makes
+    role = aws.client("iam").get_role(RoleName=recorded.resources["instance-role"].outputs["RoleName"])["Role"]
+    assert role["PermissionsBoundary"] == {
+        "PermissionsBoundaryType": "PermissionsBoundaryPolicy",
+        "PermissionsBoundaryArn": "arn:aws:iam::123456789012:policy/neurondeploy/neurondeploy-boundary",
+    }
     from neurondeploy.serving.client import resolve_target
 
     assert (
@@ -205,6 +211,13 @@ def test_drift_reports_what_changed_outside_the_tool_from_state_alone(world, art
         GroupId=group_id,
         IpPermissions=[{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}],
     )
+    role = state.get(NAME).resources["instance-role"].outputs["RoleName"]
+    aws.client("iam").delete_role_permissions_boundary(RoleName=role)  # an administrator's change
     items = drift(NAME, transport(), state)
-    assert {(item.resource, item.kind) for item in items} == {("asg", "changed"), ("sg-instances", "changed")}, items
+    assert {(item.resource, item.kind) for item in items} == {
+        ("asg", "changed"),
+        ("sg-instances", "changed"),
+        ("instance-role", "changed"),
+    }, items
+    assert any("permissions boundary" in item.detail for item in items if item.resource == "instance-role")
     assert any("MaxSize" in item.detail or "max" in item.detail.lower() for item in items if item.resource == "asg")

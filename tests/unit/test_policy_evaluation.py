@@ -81,3 +81,34 @@ def test_what_it_cannot_evaluate_is_refused_not_guessed():
         )
     with pytest.raises(ValueError, match="NotAction"):
         decision(_policy({"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"}), Authorization("ec2:X", "*"))
+
+
+def test_policy_variables_take_the_request_value_and_match_nothing_without_it():
+    document = _policy(
+        _allow(
+            "iam:CreateRole",
+            "arn:aws:iam::${aws:PrincipalAccount}:role/*",
+            {"StringEquals": {"iam:PermissionsBoundary": "arn:aws:iam::${aws:PrincipalAccount}:policy/b"}},
+        )
+    )
+    mine = {"aws:PrincipalAccount": "111111111111", "iam:PermissionsBoundary": "arn:aws:iam::111111111111:policy/b"}
+    assert decision(document, Authorization("iam:CreateRole", "arn:aws:iam::111111111111:role/x", mine)) == "allow"
+    other_account = Authorization("iam:CreateRole", "arn:aws:iam::222222222222:role/x", mine)
+    assert decision(document, other_account) == "implicit deny"
+    no_account = {"iam:PermissionsBoundary": "arn:aws:iam::111111111111:policy/b"}
+    assert decision(document, Authorization("iam:CreateRole", "arn:aws:iam::111111111111:role/x", no_account)) == (
+        "implicit deny"
+    )
+
+
+def test_a_boundary_caps_the_policy_and_a_deny_in_either_wins():
+    everything = _policy(_allow("*"))
+    bound = _policy(
+        _allow("s3:GetObject"), {"Effect": "Deny", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::x/*"}
+    )
+    assert decision(everything, Authorization("s3:GetObject", "arn:aws:s3:::y/k"), bound) == "allow"
+    assert decision(everything, Authorization("iam:CreateUser", "*"), bound) == "implicit deny"
+    assert decision(everything, Authorization("s3:GetObject", "arn:aws:s3:::x/k"), bound) == "explicit deny"
+    assert decision(_policy(_allow("ec2:*")), Authorization("s3:GetObject", "arn:aws:s3:::y/k"), bound) == (
+        "implicit deny"
+    )
