@@ -13,6 +13,7 @@ from neurondeploy.planner.starter import ModelSource, spec_name, starter_spec
 from neurondeploy.planner.validate import validate_files
 from neurondeploy.specs import parse_spec
 from neurondeploy.specs.inference import PACKAGE_PREFIX, ModelSpec
+from neurondeploy.specs.screening import control_character_problem
 
 FIX_MISSING = "give a Hugging Face model directory"
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -32,6 +33,9 @@ def model_source(model: str, config: str | None, spec_dir: Path) -> ModelSource:
     """``model`` as the spec will name it, with its config.json: a directory (or pkg://package/dir) becomes
     ``path:``, written relative to the spec's directory when it is under it; a Hub id ``hf_model_id:``, its config
     from ``config`` or the local Hugging Face cache."""
+    problem = control_character_problem(model)
+    if problem:  # the spec refuses such a path (ModelSpec.path), so init would write one that cannot load
+        raise PlanError(f"the model path {problem}", "rename the directory without control characters")
     if model.startswith(PACKAGE_PREFIX) or Path(model).expanduser().is_dir():
         directory = ModelSpec(path=model).resolved_path(Path.cwd()).resolve()
         value = model

@@ -19,6 +19,7 @@ from neurondeploy.aws.errors import is_s3_missing_bucket, is_s3_missing_object
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.engine.uploads import put_if_new
 from neurondeploy.errors import NeurondeployError, SpecError
+from neurondeploy.planner.checks import channel_path_problem
 from neurondeploy.resources.naming import split_s3
 from neurondeploy.specs import LoadedSpec
 from neurondeploy.specs.inference import local_path
@@ -98,6 +99,8 @@ def prepare_data(
             "set it to the tokens per sequence the job trains with",
         )
     source = spec.inputs[name]
+    if out is None and (problem := channel_path_problem(loaded, name)):
+        raise SpecError(f"{loaded.source.file}: {problem[0]}", problem[1])
     if out is None:
         out = (
             loaded.base_dir / source.local_path

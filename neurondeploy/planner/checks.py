@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neurondeploy import catalog
-from neurondeploy.errors import CatalogError, PlanError
+from neurondeploy.errors import CatalogError, PlanError, SpecError
 from neurondeploy.planner import sizing, training_memory
 from neurondeploy.resources import nxd_training_config
 from neurondeploy.resources.precompiled import load_budget
 from neurondeploy.resources.release import WRAPPER_BUILD, deployment_release, wrapper_base
 from neurondeploy.resources.sagemaker_endpoint import volume_for
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
-from neurondeploy.specs.inference import MAX_STARTUP_S, PACKAGE_PREFIX, ModelArchitecture
+from neurondeploy.specs.inference import MAX_STARTUP_S, PACKAGE_PREFIX, ModelArchitecture, local_path
 
 
 @dataclass
@@ -65,14 +65,23 @@ def model_architecture(loaded: LoadedSpec) -> ModelArchitecture | None:
     if spec.model.architecture:
         return spec.model.architecture
     if spec.model.source_kind == "hf-directory":
-        directory = resolve_model_path(loaded)
-        if (directory / "config.json").is_file():
+        directory = _readable_model_path(loaded)
+        if directory is not None and (directory / "config.json").is_file():
             return sizing.architecture_from_config(directory)
     return None
 
 
 def resolve_model_path(loaded: LoadedSpec) -> Path:
     return loaded.spec.model.resolved_path(loaded.base_dir)
+
+
+def _readable_model_path(loaded: LoadedSpec) -> Path | None:
+    """The model path where there is one to read; None for a pkg:// naming no package directory, which
+    check_model_path reports."""
+    try:
+        return resolve_model_path(loaded)
+    except SpecError:
+        return None
 
 
 # --- the checks ------------------------------------------------------------------------------------------
@@ -635,23 +644,60 @@ def project_directory(spec_dir: Path) -> Path:
     return next((d for d in (spec_dir, *spec_dir.parents) if (d / ".git").exists()), spec_dir)
 
 
-def source_dir_problem(loaded: LoadedSpec) -> tuple[str, str] | None:
-    """(what is wrong, fix) when the training source_dir (symlinks resolved) leaves the spec's project (its git
-    work tree, else its directory) without the opt-out, or is the filesystem root or a system directory; None when
-    train may pack it."""
-    spec = loaded.spec
+def _place_problem(
+    loaded: LoadedSpec, field: str, given: str, what_happens: str, fix: str, *, outside_allowed: bool = False
+) -> tuple[str, str] | None:
+    """(what is wrong, fix) when the local path ``given`` (relative to the spec, symlinks resolved) is the filesystem
+    root or a system directory, or leaves the spec's project (its git work tree, else its directory) unless
+    ``outside_allowed``; None when it stays in its place."""
     project = project_directory(loaded.base_dir)
+    place = local_path(given, loaded.base_dir).resolve()
+    if place == Path(place.anchor) or is_within(place, (*SYSTEM_ROOTS, *NEVER_SOURCE)):
+        return f"{field} {given} is {place}, a system directory", fix
+    if not is_within(place, (project,)) and not outside_allowed:
+        return f"{field} {given} is {place}, outside the spec's project {project}; {what_happens}", fix
+    return None
+
+
+def source_dir_problem(loaded: LoadedSpec) -> tuple[str, str] | None:
+    """(what is wrong, fix) when the training source_dir (symlinks resolved) leaves the spec's project without the
+    opt-out, or is the filesystem root or a system directory; None when train may pack it."""
+    spec = loaded.spec
     if spec.source_dir.startswith(PACKAGE_PREFIX):
         return None  # an installed package's own directory, shipped to be used (the spec refuses `..` in it)
-    source = spec.resolved_source_dir(loaded.base_dir).resolve()
-    if source == Path(source.anchor) or is_within(source, (*SYSTEM_ROOTS, *NEVER_SOURCE)):
-        return f"source_dir {spec.source_dir} is {source}, a system directory", "point it at your training code"
-    if not is_within(source, (project,)) and not spec.source_dir_outside_project:
-        return (
-            f"source_dir {spec.source_dir} is {source}, outside the spec's project {project}; train would upload it",
-            "move the spec next to its code, or set source_dir_outside_project: true if that tree is meant to ship",
-        )
-    return None
+    problem = _place_problem(
+        loaded,
+        "source_dir",
+        spec.source_dir,
+        "train would upload it",
+        "move the spec next to its code, or set source_dir_outside_project: true if that tree is meant to ship",
+        outside_allowed=spec.source_dir_outside_project,
+    )
+    if problem and "a system directory" in problem[0]:
+        return problem[0], "point it at your training code"
+    return problem
+
+
+def channel_path_problem(loaded: LoadedSpec, channel: str) -> tuple[str, str] | None:
+    """(what is wrong, fix) when input channel ``channel``'s local_path leaves the spec's project or is a system
+    directory: `data` writes a dataset there and `train --local` reads it."""
+    given = loaded.spec.inputs[channel].local_path
+    if given is None:
+        return None
+    return _place_problem(
+        loaded,
+        f"inputs.{channel}.local_path",
+        given,
+        "`neurondeploy data` would write there",
+        "give a directory inside the project, e.g. data/" + channel,
+    )
+
+
+def check_input_channels(loaded: LoadedSpec) -> Iterable[Finding]:
+    for channel in loaded.spec.inputs:
+        problem = channel_path_problem(loaded, channel)
+        if problem:
+            yield error(f"inputs.{channel}.local_path", *problem)
 
 
 def _missing_entry_fix(spec: TrainingSpec) -> str:
@@ -669,7 +715,11 @@ def check_entry_script(loaded: LoadedSpec) -> Iterable[Finding]:
     if problem:
         yield error("source_dir", *problem)
         return
-    source = spec.resolved_source_dir(loaded.base_dir)
+    try:
+        source = spec.resolved_source_dir(loaded.base_dir)
+    except SpecError as exc:  # a pkg:// naming no package directory
+        yield error("source_dir", exc.message, exc.hint)
+        return
     script = source / spec.entry_point
     if not script.is_file():
         yield warning("entry_point", f"{script} does not exist here", _missing_entry_fix(spec))
@@ -699,7 +749,11 @@ def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
         if text.startswith(PACKAGE_PREFIX) and ".." in Path(text[len(PACKAGE_PREFIX) :]).parts:
             yield error("model.path", f"{text} leaves its package", "name a directory inside the package")
             return
-        path = resolve_model_path(loaded)
+        try:
+            path = resolve_model_path(loaded)
+        except SpecError as exc:  # a pkg:// naming no package directory
+            yield error("model.path", exc.message, exc.hint)
+            return
         try:
             real = path.resolve()
         except (RuntimeError, OSError) as exc:  # a symlink loop: RuntimeError up to Python 3.12, OSError after
@@ -804,8 +858,9 @@ def _model_config(loaded: LoadedSpec) -> tuple[dict, Path] | None:
     """(config.json of a Hugging Face model directory, its path), or None when there is none to read."""
     if loaded.spec.model.source_kind != "hf-directory":
         return None
-    config_path = resolve_model_path(loaded) / "config.json"
-    if not config_path.is_file():
+    directory = _readable_model_path(loaded)
+    config_path = directory / "config.json" if directory is not None else None
+    if config_path is None or not config_path.is_file():
         return None
     try:
         return sizing.read_config(config_path), config_path
@@ -932,6 +987,7 @@ CHECKS: dict[str, list[Check]] = {
         check_image,
         check_parallel_layout,
         check_entry_script,
+        check_input_channels,
         check_training_engine,
         check_training_figures,
         check_training_fit,

@@ -29,7 +29,16 @@ COMMENT_COLUMN = 36
 
 def _commented(text: str, comment: str) -> str:
     """``text`` with ``comment`` after it, the comments of a block aligned."""
-    return f"{text.ljust(COMMENT_COLUMN - 1)} # {comment}"
+    return f"{text.ljust(COMMENT_COLUMN - 1)} # {_one_line(comment)}"
+
+
+def _one_line(text: str) -> str:
+    """``text`` as it may stand in a comment: a value read from the model's config.json (whoever published the
+    model wrote it) or from the command line keeps every character, but a line break (YAML's: also U+0085, U+2028,
+    U+2029) or other control character is written escaped, so no value can end the comment and add a key."""
+    if text.isprintable() and text.isascii():
+        return text
+    return json.dumps(text)[1:-1]
 
 
 @dataclass(frozen=True)
@@ -65,9 +74,10 @@ def starter_spec(
         )
     where = "config.json of " + source.label
     arch = sizing.architecture_from_config_values(source.config, where=where)
+    model_type = source.config.get("model_type", "a model")
     lines = [
-        f"# Written by `{command}` on {date.today().isoformat()}.",
-        f"# {source.label}: {source.config.get('model_type', 'a model')} from its config.json, served as {task}.",
+        _one_line(f"# Written by `{command}` on {date.today().isoformat()}."),
+        _one_line(f"# {source.label}: {model_type} from its config.json, served as {task}."),
         "# Next: neurondeploy validate SPEC (checks), neurondeploy plan SPEC (what AWS would receive, and what to do",
         "# before apply), neurondeploy apply SPEC --local (this machine, on CPU), neurondeploy apply SPEC (AWS).",
         "kind: inference",
@@ -75,7 +85,8 @@ def starter_spec(
         f"region: {region}",
         _commented(
             f"task: {task}",
-            f"from config.json's architectures: {', '.join(source.config.get('architectures') or ['none given'])}",
+            "from config.json's architectures: "
+            + ", ".join(str(a) for a in (source.config.get("architectures") or ["none given"])),
         ),
         "model:",
         f"  {source.key}: {json.dumps(source.value)}",
@@ -163,6 +174,11 @@ def _encoder_lines(source: ModelSource, arch, target: str, region: str) -> list[
         ]
     if task_from_config(source.config) == "image-classification":
         size = source.config.get("image_size", 224)
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise PlanError(
+                f"config.json of {_one_line(source.label)}: image_size is {_one_line(repr(size))}, not a number",
+                "fix the model's config.json, or write the spec's compile.image_size yourself",
+            )
         lines.append(_commented(f"  image_size: [{size}, {size}]", "config.json's image_size"))
     lines += [
         "deployment:",

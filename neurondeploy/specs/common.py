@@ -26,11 +26,26 @@ ROLE_ARN_PATTERN = r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+$"
 # control characters, which SageMaker's Image ([\S]{1,255}) refuses late and a boot script must never see.
 IMAGE_URI_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-/:@]{0,254}$"
 S3_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
+# An S3 object key is at most 1,024 bytes of UTF-8
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
+S3_KEY_MAX_BYTES = 1024
 RESERVED_TAG_PREFIXES = ("aws:", "neurondeploy:")
 # An ALB needs a /27 or larger subnet in each AZ; the VPC is cut into public + private blocks per AZ.
 SMALLEST_SUBNET_PREFIX = 27
 # AWS's tag character set (letters, spaces, digits and _ . : / = + - @).
 TAG_PATTERN = re.compile(r"[\w\s.:/=+\-@]*")
+
+
+def s3_key_problem(uri: str, room: int) -> str | None:
+    """Why the keys under the S3 prefix ``uri`` cannot hold file names of ``room`` bytes more, or None."""
+    key = uri.partition("://")[2].partition("/")[2]
+    size = len(key.encode())
+    if size + 1 + room <= S3_KEY_MAX_BYTES:
+        return None
+    return (
+        f"the key of {uri[:60]}... is {size} bytes: with the files under it (up to {room + 1} bytes more) it passes "
+        f"S3's {S3_KEY_MAX_BYTES}-byte key limit (fix: a shorter prefix, at most {S3_KEY_MAX_BYTES - 1 - room} bytes)"
+    )
 
 
 class FieldIssue(ValueError):

@@ -11,10 +11,12 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from neurondeploy import catalog
+from neurondeploy.errors import SpecError
 from neurondeploy.specs.common import IMAGE_URI_PATTERN, DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
 from neurondeploy.specs.screening import control_character_problem, screen_value
 
 PACKAGE_PREFIX = "pkg://"
+URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # RFC 3986's scheme, then an authority
 MODEL_SOURCES = ("path", "factory", "hf_model_id", "s3_uri", "training_job")
 # Sources a Hugging Face LLM container takes; the last three reach the endpoint as its model data (ModelDataUrl).
 PLATFORM_NAMES = {"sagemaker": "SageMaker", "ec2": "EC2"}
@@ -241,6 +243,12 @@ class ModelSpec(StrictModel):
         problem = control_character_problem(value) if value else None
         if problem:  # the OS refuses a NUL in a path; any control character is a copy-paste accident
             raise ValueError(f"the path {problem} (fix: write the path without control characters)")
+        if value and URL_SCHEME.match(value) and not value.startswith(PACKAGE_PREFIX):
+            # Path("http://host/m") is the relative path http:/host/m: it would be looked for beside the spec.
+            raise ValueError(
+                f"{value[:80]}: a URL is not a model path, which names a local directory or file (fix: a Hub model "
+                "goes in model.hf_model_id, a model.tar.gz in S3 in model.s3_uri)"
+            )
         return value
 
     @field_validator("hf_model_id")
@@ -289,8 +297,16 @@ def local_path(text: str, base_dir: Path) -> Path:
     if text.startswith(PACKAGE_PREFIX):
         package, _, subdir = text[len(PACKAGE_PREFIX) :].partition("/")
         found = importlib.util.find_spec(package) if package.isidentifier() else None
-        if found is None or not found.submodule_search_locations:
-            return Path(text)  # does not exist: callers report it as a missing path
+        if found is None:
+            raise SpecError(
+                f"{text}: no installed Python package {package}",
+                "install the package that ships it, or give the directory's path",
+            )
+        if not found.submodule_search_locations:
+            raise SpecError(
+                f"{text}: {package} is a module, not a package directory",
+                "name an installed package's directory: pkg://<package>/<subdir>",
+            )
         return Path(list(found.submodule_search_locations)[0]) / subdir
     path = Path(text).expanduser()
     return path if path.is_absolute() else base_dir / path
@@ -698,7 +714,8 @@ CAUSAL_LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
 def task_from_config(config: dict) -> str:
     """The spec's task for a Hugging Face config, from the class its ``architectures`` names."""
-    names = config.get("architectures") or []
+    listed = config.get("architectures")
+    names = [name for name in listed if isinstance(name, str)] if isinstance(listed, list) else []
     if any(name.endswith(CAUSAL_LM_SUFFIXES) for name in names):
         return LLM_TASK
     if any(name.endswith("ForSequenceClassification") for name in names):

