@@ -358,6 +358,9 @@ def check_training_fit(
     yield from layout_errors
     if any(finding.level == "error" for finding in layout_errors):
         return  # the memory of a split that cannot happen says nothing
+    figures = spec.hyperparameters
+    if any(n in figures and training_memory.positive_int(figures[n]) is None for n in training_memory.LOAD_FIGURES):
+        return  # sized with a figure that is no number, it would say nothing; check_training_figures reports it
     total = instance.neuron_cores * spec.instance_count
     dp = d.data_parallel or max(1, total // (d.tensor_parallel * d.pipeline_parallel))
     stages = d.pipeline_parallel if spec.engine == "nxd-training" else None  # NxD Training's 1F1B schedule
@@ -433,8 +436,14 @@ def _nxd_training_launch(spec) -> Iterable[Finding]:
             f"engine nxd-training runs NxD Training's {nxd_training_config.ENTRY_POINT}, not {spec.entry_point}",
             f"set entry_point: {nxd_training_config.ENTRY_POINT} and source_dir to NxD Training's examples directory",
         )
+    reported = {  # check_training_figures' own lines: one line per problem
+        f"hyperparameters.{name}"
+        for name in training_memory.LOAD_FIGURES
+        if name in spec.hyperparameters and training_memory.positive_int(spec.hyperparameters[name]) is None
+    }
     for field, message, fix in nxd_training_config.config_problems(spec):
-        yield error(field, message, fix)
+        if field not in reported:
+            yield error(field, message, fix)
 
 
 def check_training_figures(loaded: LoadedSpec) -> Iterable[Finding]:

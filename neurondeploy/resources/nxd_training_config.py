@@ -29,11 +29,15 @@ training images ship, whose source this machine does not have; a key it renamed 
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 import yaml
 
-from neurondeploy.errors import PlanError
+from neurondeploy import catalog
+from neurondeploy.errors import CatalogError, PlanError
+from neurondeploy.specs.inference import strip_ml_prefix
 from neurondeploy.specs.training import TrainingSpec
 
 CODE_DIR = "/opt/ml/code"  # where SageMaker unpacks source_dir
@@ -59,6 +63,25 @@ CONFIG_HYPERPARAMETERS = (
     "seed",
     "log_every",
 )
+# What each numeric hyperparameter must be when the job starts: a whole number of at least the minimum, or a finite
+# real above (">") or at least (">=") the bound. A string, a NaN, -1 steps (an unbounded run) or a negative rate
+# passes SageMaker and fails (or runs until max_runtime_s) only after the instances start.
+WHOLE_NUMBERS = {
+    "sequence_length": 1,
+    "micro_batch_size": 1,
+    "global_batch_size": 1,
+    "max_steps": 1,
+    "warmup_steps": 0,
+    "seed": 0,
+    "log_every": 1,
+}
+REAL_NUMBERS = {
+    "learning_rate": (">", 0.0),
+    "min_learning_rate": (">=", 0.0),
+    "weight_decay": (">=", 0.0),
+    "gradient_clip": (">=", 0.0),
+    "rope_theta": (">", 0.0),
+}
 RECOMPUTE_MODULES = {"attention": "CoreAttention", "mlp": "LlamaMLP"}  # NxD Training's module names
 # (precision.type, master_weights, fp32_grad_acc) for our precision names. training_orchestrator.py sets the
 # XLA and stochastic-rounding variables from the type; the two flags are read for type manual only
@@ -119,6 +142,77 @@ def _experts_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
     return problems
 
 
+def _number_problem(name: str, value: Any) -> str | None:
+    """What is wrong with hyperparameter ``name``'s value, or None."""
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if name in WHOLE_NUMBERS:
+        minimum = WHOLE_NUMBERS[name]
+        whole = is_number and math.isfinite(value) and value == int(value)
+        if not whole or value < minimum:
+            return f"is {value!r}; NxD Training needs a whole number of at least {minimum}"
+        return None
+    if name in REAL_NUMBERS:
+        relation, bound = REAL_NUMBERS[name]
+        wanted = f"a finite number {'above' if relation == '>' else 'of at least'} {bound:g}"
+        if not is_number or not math.isfinite(value) or (value <= bound if relation == ">" else value < bound):
+            return f"is {value!r}; NxD Training needs {wanted}"
+    return None
+
+
+def _data_parallel(spec: TrainingSpec) -> int | None:
+    d = spec.distribution
+    try:
+        cores = catalog.get_instance(strip_ml_prefix(spec.instance_type)).neuron_cores
+    except CatalogError:
+        return None  # check_instance reports it
+    return d.data_parallel or max(1, cores * spec.instance_count // (d.tensor_parallel * d.pipeline_parallel))
+
+
+def hyperparameter_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
+    """(field, what is wrong, fix) for the numbers NxD Training would stop on, or run forever with, after the
+    instances start: each one's type and range, then how they must agree."""
+    hp = spec.hyperparameters
+    problems = []
+    for name in [n for n in CONFIG_HYPERPARAMETERS if n in hp]:
+        problem = _number_problem(name, hp[name])
+        if problem:
+            problems.append((f"hyperparameters.{name}", problem, "write the number without quotes, in range"))
+    if problems:
+        return problems
+    max_steps = hp.get("max_steps", DEFAULT_MAX_STEPS)
+    if hp.get("warmup_steps", 0) >= max_steps:
+        problems.append(
+            (
+                "hyperparameters.warmup_steps",
+                f"warmup_steps {hp['warmup_steps']} is not below max_steps {max_steps}: the run would end in warmup",
+                "warm up for a fraction of the run (the examples: 10%)",
+            )
+        )
+    if "min_learning_rate" in hp and hp["min_learning_rate"] > hp.get("learning_rate", hp["min_learning_rate"]):
+        problems.append(
+            (
+                "hyperparameters.min_learning_rate",
+                f"min_learning_rate {hp['min_learning_rate']} is above learning_rate {hp['learning_rate']}",
+                "set it below the peak learning rate",
+            )
+        )
+    data_parallel = _data_parallel(spec)
+    micro, global_ = hp.get("micro_batch_size"), hp.get("global_batch_size")
+    # The global batch is micro-batches across the data-parallel ranks, accumulated a whole number of times
+    # (NxD Training's data module, as the Megatron microbatch calculator it follows).
+    if data_parallel and micro and global_ and global_ % (micro * data_parallel):
+        step = micro * data_parallel
+        problems.append(
+            (
+                "hyperparameters.global_batch_size",
+                f"global_batch_size {global_} is not a multiple of micro_batch_size {micro} × data parallel "
+                f"{data_parallel} = {step}",
+                f"use a multiple of {step}, e.g. {max(step, global_ // step * step)}",
+            )
+        )
+    return problems
+
+
 def config_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
     """(spec field, what is wrong, fix) for a dense spec whose config cannot be rendered as it would train: checked
     by validate, so `train` never uploads a config NxD Training would misread."""
@@ -162,6 +256,7 @@ def config_problems(spec: TrainingSpec) -> list[tuple[str, str, str]]:
         )
     if arch is not None and arch.experts:
         problems += _experts_problems(spec)
+    problems += hyperparameter_problems(spec)
     for name in sorted(set(hp) - set(CONFIG_HYPERPARAMETERS)):
         problems.append(
             (
@@ -291,7 +386,24 @@ def nxd_training_config(spec: TrainingSpec, cores_per_node: int) -> dict[str, An
         "neuron_rt_exec_timeout": 100,
         "neuron_experimental_compress_rg": False,
     }
-    return _mixture_of_experts(config, spec) if arch.experts else config
+    return _omegaconf_literal(_mixture_of_experts(config, spec) if arch.experts else config)
+
+
+_INTERPOLATION = re.compile(r"(\\*)\$\{")
+
+
+def _omegaconf_literal(value: Any) -> Any:
+    r"""``value`` with every string written so that OmegaConf, which resolves NxD Training's Hydra config in the job,
+    reads it back as it is: ``${`` is an interpolation there (``${oc.env:AWS_SECRET_ACCESS_KEY}`` in a checkpoint path
+    would put a credential in a path and a log). ``\${`` is a literal ``${``, and backslashes before it are doubled
+    (https://omegaconf.readthedocs.io/en/2.2_branch/grammar.html#escaping-in-top-level-strings)."""
+    if isinstance(value, str):
+        return _INTERPOLATION.sub(lambda m: m.group(1) * 2 + "\\${", value)
+    if isinstance(value, dict):
+        return {key: _omegaconf_literal(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_omegaconf_literal(item) for item in value]
+    return value
 
 
 def _name(spec: TrainingSpec) -> str:

@@ -16,20 +16,27 @@ import os
 import sys
 from collections.abc import Mapping
 
-PREFIX = "SM_VLLM_"
+from neurondeploy.specs.vllm_options import PREFIX, option_name, sm_vllm_problem
+
 PORT = "8080"  # SageMaker's, https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-inference-code.html
 SERVER = ("-m", "vllm.entrypoints.openai.api_server")
-# Where the server listens is SageMaker's to decide: these are left out, said on stderr.
-FIXED = ("SM_VLLM_PORT", "SM_VLLM_HOST")
+
+
+def left_out(environ: Mapping[str, str]) -> dict[str, str]:
+    """``SM_VLLM_*`` variables that do not reach vLLM, with why: the port and host (or an abbreviation of them) are
+    SageMaker's or the unit's to decide, and a value starting with '-' would be another option. Validate refuses
+    them in a spec; a variable set another way is left out here, said on stderr."""
+    return {key: problem for key in sorted(environ) if (problem := sm_vllm_problem(key, environ[key]))}
 
 
 def vllm_arguments(environ: Mapping[str, str], port: str = PORT) -> list[str]:
     """vLLM's OpenAI server arguments for this environment, names in sorted order."""
     arguments = ["--port", port]
+    skipped = left_out(environ)
     for key in sorted(environ):
-        if not key.startswith(PREFIX) or key == PREFIX or key in FIXED:
+        if not key.startswith(PREFIX) or key in skipped:
             continue
-        arguments.append("--" + key[len(PREFIX) :].lower().replace("_", "-"))
+        arguments.append("--" + option_name(key))
         if environ[key]:
             arguments.append(environ[key])
     return arguments
@@ -39,11 +46,8 @@ def main(argv: list[str]) -> None:
     """``--port N``: where an EC2 instance's unit serves (resources/compute.py); SageMaker's own argument
     ("serve") is the contract's, not vLLM's, and is not passed on."""
     port = argv[argv.index("--port") + 1] if "--port" in argv[:-1] else PORT
-    for key in FIXED:
-        if key in os.environ:
-            print(
-                f"sm_vllm: {key} left out: the server listens on {port}, as its unit or SageMaker says", file=sys.stderr
-            )
+    for key, problem in left_out(os.environ).items():
+        print(f"sm_vllm: {key} left out: {problem}; the server listens on {port}", file=sys.stderr)
     command = [sys.executable, *SERVER, *vllm_arguments(os.environ, port)]
     print(f"sm_vllm: {' '.join(command)}", file=sys.stderr, flush=True)
     os.execv(sys.executable, command)

@@ -14,6 +14,7 @@ from neurondeploy import catalog
 from neurondeploy.errors import SpecError
 from neurondeploy.specs.common import IMAGE_URI_PATTERN, DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
 from neurondeploy.specs.screening import control_character_problem, screen_value
+from neurondeploy.specs.vllm_options import sm_vllm_problem
 
 PACKAGE_PREFIX = "pkg://"
 URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # RFC 3986's scheme, then an authority
@@ -532,6 +533,9 @@ class ContainerSpec(StrictModel):
                 raise ValueError(f"environment key {key!r} must match [A-Za-z_][A-Za-z0-9_]*")
             if key == SECRET_ENV:
                 raise ValueError(f"{SECRET_ENV} is set by neurondeploy from the {{secret: ...}} / {{ssm: ...}} values")
+            problem = sm_vllm_problem(key, value if isinstance(value, str) else "")
+            if problem:
+                raise ValueError(f"{problem} (fix: remove {key}; other vLLM options pass as SM_VLLM_<OPTION>)")
             if isinstance(value, str):
                 screen_value("environment", key, value, secret_reference_fix(key))
                 if len(value.encode()) > 1024:

@@ -42,7 +42,7 @@ def reference_stand_in(
     """The reference spec that trains here in place of ``loaded``'s NxD Training job, and the lines that say what
     differs. ``overrides`` (``--hp``) are checked as NxD Training's settings and win over the scaling."""
     given = loaded.spec.hyperparameters  # the spec's own, which the scaling takes its shares from
-    loaded = with_overrides(loaded, overrides)
+    loaded = with_overrides(loaded, _warmup_kept_in_share(overrides, given))
     spec = loaded.spec
     refuse_errors(loaded)  # the layout rules, the memory fit and the config, as validate checks them
     if spec.architecture.experts:
@@ -98,6 +98,19 @@ def reference_stand_in(
     if cut:
         lines.append(f"{spec.name}: run scaled down: {'; '.join(cut)} (--hp sets them)")
     return dataclasses.replace(loaded, spec=stand_in), lines
+
+
+def _warmup_kept_in_share(overrides: dict[str, object], given: dict[str, object]) -> dict[str, object]:
+    """``overrides`` with the spec's warmup taking its share of an overridden ``max_steps`` (as the run's scaling
+    does), so that ``--hp max_steps=10`` is not refused for the spec's warmup of a longer run."""
+    if "max_steps" not in overrides or "warmup_steps" in overrides or "warmup_steps" not in given:
+        return overrides
+    try:
+        steps, warmup = int(str(overrides["max_steps"])), int(str(given["warmup_steps"]))
+        share = warmup / max(1, int(str(given.get("max_steps", DEFAULT_MAX_STEPS))))
+    except ValueError:
+        return overrides  # refuse_errors names the value that is no number
+    return {**overrides, "warmup_steps": min(math.ceil(share * steps), max(0, steps - 1))}
 
 
 def _hyperparameters(
