@@ -14,9 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from neurondeploy.archive import file_sha256
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.user_files import parse_user_json, read_user_file
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
+MAX_MANIFEST_BYTES = 4 * 2**20  # a manifest lists a few buckets and files: kilobytes
 PREPROCESSOR_DIR = "preprocessor"
 
 
@@ -116,7 +118,15 @@ class Manifest(_Model):
 def read_manifest(artifact_dir: Path) -> Manifest:
     path = Path(artifact_dir) / MANIFEST
     try:
-        return Manifest.model_validate_json(path.read_text())
+        raw = read_user_file(
+            path,
+            max_bytes=MAX_MANIFEST_BYTES,
+            what="an artifact manifest",
+            fix="recompile the artifact",
+            error=ArtifactError,
+        )
+        parse_user_json(raw, where=f"{path}: manifest", fix="recompile the artifact", error=ArtifactError)
+        return Manifest.model_validate_json(raw)
     except FileNotFoundError:
         raise ArtifactError(
             f"{artifact_dir}: no {MANIFEST}, so not a neurondeploy artifact",

@@ -596,8 +596,15 @@ def _pid_exists(pid: int) -> bool:
     return True
 
 
-def _clock(since: float | None) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(since)) if since is not None else "an unknown time"
+def _clock(since: Any) -> str:
+    """When a lock was taken, as a time of day; a damaged lock_since (text, a blob, NaN, a year past 9999) is an
+    unknown time, not a crash of `unlock` or of the command that met the lock."""
+    if not isinstance(since, int | float) or isinstance(since, bool):
+        return "an unknown time"
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(since))
+    except (OverflowError, OSError, ValueError):
+        return "an unknown time"
 
 
 def _bytes_as_size(value: Any) -> Any:

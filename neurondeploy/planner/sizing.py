@@ -28,8 +28,11 @@ from pydantic import ValidationError
 from neurondeploy import catalog
 from neurondeploy.errors import PlanError
 from neurondeploy.specs.inference import ModelArchitecture
+from neurondeploy.user_files import parse_user_json, read_user_file
 
 GIB = 1024**3
+# Hugging Face configs are kilobytes; a classifier's label maps can reach megabytes.
+MAX_CONFIG_BYTES = 16 * 2**20
 NON_PARAMETER_DTYPES = {"I64", "I32", "I16", "U64", "U32", "BOOL"}
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
 QUANTIZED_WEIGHT_BYTES = 1  # int8 and fp8 (e4m3) weights; per-channel scales are negligible
@@ -76,17 +79,14 @@ _TIED_BY_DEFAULT = {"bert", "gemma", "gemma2", "gemma3_text"}
 def read_config(
     config_path: Path, missing_fix: str = "give a Hugging Face model directory or model.architecture"
 ) -> dict:
-    """A Hugging Face config.json as a dict; a missing, unreadable or non-object one is one PlanError line."""
+    """A Hugging Face config.json as a dict; a missing, unreadable, oversized, deeply nested or non-object one (or a
+    FIFO or device in its place) is one PlanError line."""
+    fix = "check the model directory"
     try:
-        config = json.loads(config_path.read_text())
+        raw = read_user_file(config_path, max_bytes=MAX_CONFIG_BYTES, what="a model config", fix=fix, error=PlanError)
     except FileNotFoundError:
         raise PlanError(f"{config_path}: no config.json", missing_fix) from None
-    except (OSError, ValueError) as exc:
-        raise PlanError(f"{config_path}: unreadable config ({exc})", "check the model directory") from None
-    except RecursionError:  # json's decoder recurses per level of nesting
-        raise PlanError(
-            f"{config_path}: config.json is nested too deeply to be a model config", "check the model directory"
-        ) from None
+    config = parse_user_json(raw, where=f"{config_path}: unreadable config", fix=fix, error=PlanError)
     if not isinstance(config, dict):
         raise PlanError(f"{config_path}: config.json is not a JSON object", "check the model directory")
     return config
@@ -104,8 +104,24 @@ def architecture_from_config(model_dir: str | Path) -> ModelArchitecture:
 def architecture_from_config_values(
     config: dict, *, where: str = "config.json", parameters: int | None = None
 ) -> ModelArchitecture:
-    """The shape numbers of a parsed config.json (multimodal configs: their text_config)."""
+    """The shape numbers of a parsed config.json (multimodal configs: their text_config). A config.json is written
+    by whoever published the model: a value of the wrong type is one PlanError naming it, never a crash."""
+    try:
+        return _architecture(config, where, parameters)
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise PlanError(
+            f"{where}: a value of an unexpected type or size ({type(exc).__name__}: {str(exc)[:120]})",
+            "fix config.json, or set model.architecture in the spec",
+        ) from None
+
+
+def _architecture(config: dict, where: str, parameters: int | None) -> ModelArchitecture:
     config = config.get("text_config", config)
+    if not isinstance(config, dict):
+        raise PlanError(f"{where}: text_config is not an object", "fix config.json, or set model.architecture")
+    model_type = config.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise PlanError(f"{where}: model_type is {model_type!r}, not a name", "fix config.json")
     values: dict = {}
     for name, keys in _CONFIG_KEYS.items():
         # 0 or null means "not used" in the MoE keys of some configs (dense Qwen3 has num_experts_per_tok: 0), null
@@ -119,7 +135,6 @@ def architecture_from_config_values(
     missing = [name for name in ("layers", "hidden_size", "attention_heads") if values[name] is None]
     if missing:
         raise PlanError(f"{where}: no {', '.join(missing)} in config", "set model.architecture in the spec")
-    model_type = config.get("model_type")
     if values["experts"] is not None:
         values.update(_moe_layout(config, values))
     values = {key: value for key, value in values.items() if value is not None}

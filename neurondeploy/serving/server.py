@@ -58,6 +58,7 @@ def resolve_target(
     here, and loading refuses anything but a CPU artifact."""
     target = Path(target)
     if target.is_dir() and (target / MANIFEST).is_file():
+        read_manifest(target)  # a damaged or foreign manifest is one line here, not a server whose /ping fails
         return ServeTarget(target, serving_from_env(), None)
     if target.is_dir():
         raise ServeError(f"{target} is a directory without {MANIFEST}", "give a compiled artifact or a spec file")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
@@ -20,6 +19,7 @@ from neurondeploy.errors import SpecError
 from neurondeploy.specs.common import FieldIssue
 from neurondeploy.specs.inference import InferenceSpec
 from neurondeploy.specs.training import TrainingSpec
+from neurondeploy.user_files import read_user_file
 
 # Every spec is one of these, told apart by ``kind``; code that differs by kind or platform dispatches on
 # ``(spec.kind, spec.platform)`` through a table, never by testing types along the way.
@@ -278,21 +278,9 @@ def load_spec(path: str | Path) -> LoadedSpec:
     """Read and validate a spec file."""
     path = Path(path)
     try:
-        info = path.stat()  # follows symlinks: a link to /dev/zero is a device
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError
-        if not stat.S_ISREG(info.st_mode):  # a FIFO would block, a device never end: refused before opening
-            raise SpecError(f"{path}: not a regular file", "give the path of a .yaml file")
-        if info.st_size > MAX_SPEC_BYTES:
-            raise SpecError(
-                f"{path}: {info.st_size} bytes is too large for a spec", f"specs are under {MAX_SPEC_BYTES} bytes"
-            )
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_SPEC_BYTES + 1)  # the file may grow after the stat
+        raw = read_user_file(
+            path, max_bytes=MAX_SPEC_BYTES, what="a spec file", fix="give the path of a .yaml file", error=SpecError
+        )
     except FileNotFoundError:
         raise SpecError(f"{path}: no such file", "check the path; templates/ has examples") from None
-    except IsADirectoryError:
-        raise SpecError(f"{path}: is a directory, not a spec file", "give the path of a .yaml file") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read ({exc.strerror})", "check the path and its permissions") from None
     return parse_spec(raw, file=str(path), path=path)

@@ -31,9 +31,12 @@ from typing import Any
 
 from neurondeploy.archive import file_sha256
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.user_files import parse_user_json
 
 FORMAT = 1  # of this module's output: part of the digest, so a change of packing rebuilds
 MARKER = "neurondeploy-data.json"
+# The longest document (line) a corpus may hold: a book is a few MiB; more is a file that is not one document a line.
+MAX_DOCUMENT_BYTES = 32 * 2**20
 DTYPES = {"input_ids": "int32", "attention_mask": "int8", "labels": "int64"}  # datasets' types for these names
 SHARD_BYTES = 500 * 10**6
 BATCH_ROWS = 1000  # rows per record batch, datasets' ArrowWriter default
@@ -64,7 +67,9 @@ class Packed:
 
 
 def corpus_files(path: Path) -> list[Path]:
-    """The corpus: a .jsonl or .txt file, or every such file under a directory, sorted."""
+    """The corpus: a .jsonl or .txt file, or every such file under a directory, sorted; never a FIFO or device."""
+    if path.exists() and not (path.is_file() or path.is_dir()):
+        raise DataError(f"corpus {path} is not a regular file", "give a .jsonl or .txt file, or a directory of them")
     if path.is_file():
         files = [path]
     elif path.is_dir():
@@ -79,25 +84,36 @@ def corpus_files(path: Path) -> list[Path]:
     return files
 
 
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of ``path``, each read with a cap: a corpus with one 200 MB line is refused after
+    reading MAX_DOCUMENT_BYTES of it, not held whole in memory."""
+    with path.open("rb") as handle:
+        number = 0
+        while raw := handle.readline(MAX_DOCUMENT_BYTES + 1):
+            number += 1
+            if len(raw) > MAX_DOCUMENT_BYTES and not raw.endswith(b"\n"):
+                raise DataError(
+                    f"{path}:{number}: a line of more than {MAX_DOCUMENT_BYTES // 2**20} MiB: a document is at most that",
+                    "split the document into several lines (each line is a document)",
+                )
+            yield number, raw
+
+
 def documents(files: Iterable[Path]) -> Iterator[tuple[str, int]]:
     """(document, its size in bytes): a JSON line's ``text``, or a non-empty line of a text file."""
     for path in files:
-        with path.open("rb") as handle:
-            for number, raw in enumerate(handle, 1):
-                if not raw.strip():
-                    continue
-                if path.suffix == ".txt":
-                    yield raw.decode("utf-8", errors="replace").rstrip("\r\n"), len(raw)
-                    continue
-                try:
-                    record = json.loads(raw)
-                except ValueError as exc:
-                    raise DataError(
-                        f"{path}:{number}: not a JSON line ({exc})", "write one JSON object per line"
-                    ) from None
-                if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-                    raise DataError(f'{path}:{number}: no string "text" field', 'give each line {"text": "..."}')
-                yield record["text"], len(raw)
+        for number, raw in _lines(path):
+            if not raw.strip():
+                continue
+            if path.suffix == ".txt":
+                yield raw.decode("utf-8", errors="replace").rstrip("\r\n"), len(raw)
+                continue
+            record = parse_user_json(
+                raw, where=f"{path}:{number}: not a JSON line", fix="write one JSON object per line", error=DataError
+            )
+            if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+                raise DataError(f'{path}:{number}: no string "text" field', 'give each line {"text": "..."}')
+            yield record["text"], len(raw)
 
 
 def tokenizer_files(directory: Path) -> list[Path]:

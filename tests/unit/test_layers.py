@@ -22,6 +22,7 @@ PACKAGE = Path(neurondeploy.__file__).resolve().parent
 # share a layer do not import each other (the planner never imports aws; serving and training are separate).
 LAYERS: list[set[str]] = [
     {"", "errors", "archive"},  # the package root (version, lazy public API), errors, deterministic archives
+    {"user_files"},  # the one guarded reader of the files users hand neurondeploy
     {"catalog"},  # facts as data: the specs check against them (which container kinds exist, what each takes)
     {"specs", "manifest"},  # manifest: what identifies an artifact, judged by engine, compiler, serving
     {"resources"},
@@ -65,7 +66,9 @@ def _package(module: str) -> str:
         return ""
     if len(parts) == 1:
         return ""
-    return parts[1] if (PACKAGE / parts[1]).is_dir() or parts[1] in ("errors", "archive", "manifest") else ""
+    return (
+        parts[1] if (PACKAGE / parts[1]).is_dir() or parts[1] in ("errors", "archive", "manifest", "user_files") else ""
+    )
 
 
 def _modules() -> list[tuple[str, Path]]:
