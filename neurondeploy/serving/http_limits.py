@@ -46,6 +46,29 @@ class HttpLimits:
         )
 
 
+def framing_problem(headers: list[tuple[bytes, bytes]], version: str) -> tuple[int, str] | None:
+    """(status, message) for a request RFC 9112 says to refuse, as nginx does, or None:
+
+    - a transfer coding other than chunked alone: the body would be read with the other layers left on
+      (501 Not Implemented, RFC 9112 section 6.1: "A server that receives a request message with a transfer coding
+      it does not understand SHOULD respond with 501");
+    - HTTP/1.1 without a Host field, or with more than one (400, RFC 9112 section 3.2)."""
+    codings = [
+        coding.strip().lower()
+        for name, value in headers
+        if name == b"transfer-encoding"
+        for coding in value.decode("latin-1").split(",")
+        if coding.strip()
+    ]
+    if codings and codings != ["chunked"]:
+        other = ", ".join(c for c in codings if c != "chunked") or "chunked, chunked"
+        return 501, f"transfer coding {other} is not supported; send the body as it is, or chunked alone"
+    hosts = sum(1 for name, _ in headers if name == b"host")
+    if version == "1.1" and hosts != 1:
+        return 400, f"an HTTP/1.1 request needs exactly one Host header field, not {hosts} (RFC 9112 section 3.2)"
+    return None
+
+
 class _Refused(Exception):
     """Raised from a parser callback; httptools wraps it and uvicorn answers through send_400_response."""
 
@@ -99,6 +122,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
+        problem = framing_problem(self.headers, self.parser.get_http_version())
+        if problem:
+            self.refusal = problem
+            raise _Refused
         self.awaiting_headers = False
         self._arm(self.limits.body_timeout_s, "body", "serving.body_timeout_s")
         super().on_headers_complete()

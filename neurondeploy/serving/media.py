@@ -38,7 +38,20 @@ def request_type(content_type: str | None) -> str:
     media = _media_type(content_type)
     if media not in READABLE:
         raise Unsupported(415, f"Content-Type {media} is not supported; send {JSON} or {JSON_LINES}")
+    charset = declared_charset(content_type)
+    if charset not in (None, "utf-8", "utf8"):
+        # JSON is UTF-8 (RFC 8259 section 8.1); a body in another charset would be read as UTF-8 and mangled
+        raise Unsupported(415, f"charset {charset} is not supported; send the body in UTF-8 (charset=utf-8)")
     return JSON if media == JSON else JSON_LINES
+
+
+def declared_charset(content_type: str) -> str | None:
+    """The ``charset`` parameter of a Content-Type, lowercased and unquoted, or None."""
+    for parameter in content_type.split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip('"').lower()
+    return None
 
 
 def response_type(accept: str | None, request: str) -> str:

@@ -291,3 +291,50 @@ def test_what_the_http_parser_refuses_gets_the_same_one_line_json_error(tiny, se
     error = json.loads(body)["error"]
     assert isinstance(error, str) and error and "\n" not in error
     assert httpx.get(f"http://127.0.0.1:{server.port}/ping", timeout=10).status_code == 200  # the server stays up
+
+
+BODY = b'{"inputs": [1, 2, 3]}'
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (  # a coding the server would not undo: nginx answers 501 (RFC 9112 6.1)
+            b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: gzip, chunked\r\n\r\n" + b"%x\r\n" % len(BODY) + BODY + b"\r\n0\r\n\r\n",
+            501,
+        ),
+        (  # HTTP/1.1 without Host (RFC 9112 3.2: 400)
+            b"POST /invocations HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(BODY)
+            + BODY,
+            400,
+        ),
+        (  # two Host fields (RFC 9112 3.2: 400)
+            b"POST /invocations HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(BODY) + BODY,
+            400,
+        ),
+        (  # a declared charset the server does not read (415)
+            b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json; charset=iso-8859-1\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(BODY) + BODY,
+            415,
+        ),
+    ],
+    ids=["gzip-chunked", "no-host", "two-hosts", "latin-1"],
+)
+def test_what_rfc_9112_refuses_is_refused_as_nginx_does(tiny, serve, request_bytes, status):
+    server = serve(tiny)
+    with _connect(server) as sock:
+        sock.sendall(request_bytes.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1))
+        response = _read_until_closed(sock, 10)
+    assert _status(response) == status, response
+    error = json.loads(response.partition(b"\r\n\r\n")[2])["error"]
+    assert isinstance(error, str) and error and "\n" not in error
+    # the same request, well formed, is served: what was refused was only what the test changed
+    fine = httpx.post(
+        f"http://127.0.0.1:{server.port}/invocations",
+        content=BODY,
+        headers={"Content-Type": "application/json; charset=utf-8"},
+        timeout=30,
+    )
+    assert fine.status_code == 200, fine.text
