@@ -187,6 +187,37 @@ def test_bad_requests_get_vllms_400_and_the_server_stays_up(endpoint):
             {"messages": [{"role": "user", "content": "hi"}], "max_tokens": "many"},
             "max_tokens",
         ),
+        # what vLLM 0.16.0 refuses (the vllm-neuron image's): its ModelConfig.max_logprobs is 20
+        "top_logprobs over vLLM's limit": (
+            {"messages": [{"role": "user", "content": "hi"}], "logprobs": True, "top_logprobs": 21},
+            "Requested sample logprobs of 21, which is greater than max allowed: 20",
+        ),
+        "top_logprobs without logprobs": (
+            {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 3},
+            "when using `top_logprobs`, `logprobs` must be set to true.",
+        ),
+        "a logit_bias key that is no token id": (
+            {"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"abc": 1.0}},
+            "invalid literal for int() with base 10: 'abc'",
+        ),
+        "a logit_bias token beyond the vocabulary": (
+            {"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"99999999": 1.0}},
+            "token_id(s) [99999999] in logit_bias contain out-of-vocab token ids. Vocabulary size:",
+        ),
+        "an image for a text-only model": (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "what is this?"},
+                            {"type": "image_url", "image_url": {"url": "http://127.0.0.1:9/cat.png"}},
+                        ],
+                    }
+                ]
+            },
+            "is not a multimodal model",
+        ),
     }
     for what, (body, message) in refusals.items():
         response = httpx.post(chat, json=body, timeout=30)
@@ -196,6 +227,17 @@ def test_bad_requests_get_vllms_400_and_the_server_stays_up(endpoint):
     for raw in (b"{not json", b"[1, 2]", b""):
         response = httpx.post(chat, content=raw, headers={"content-type": "application/json"}, timeout=30)
         assert response.status_code == 400 and response.json()["error"]["type"] == "BadRequestError", raw
+    completion = httpx.post(f"{endpoint}/v1/completions", json={"prompt": "hi", "logprobs": 21}, timeout=30)
+    assert completion.status_code == 400, completion.text
+    assert (
+        "Requested sample logprobs of 21, which is greater than max allowed: 20"
+        in completion.json()["error"]["message"]
+    )
+    # vLLM 0.16.0's CompletionRequest has no best_of (an unknown field is logged and ignored): served, as there
+    ignored = httpx.post(
+        f"{endpoint}/v1/completions", json={"prompt": "hi", "max_tokens": 2, "best_of": 50}, timeout=60
+    )
+    assert ignored.status_code == 200, ignored.text
     unknown = httpx.post(chat, json={"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
     assert unknown.status_code == 404 and unknown.json()["error"]["message"] == "The model `gpt-4` does not exist."
 

@@ -9,6 +9,7 @@ from neurondeploy.serving.llm.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     check_context,
+    check_vllm_limits,
     parse,
     sampling_params,
 )
@@ -68,3 +69,29 @@ def test_prompt_and_max_tokens_must_fit_the_compiled_sequence_length():
         "'max_tokens' or 'max_completion_tokens' is too large: 50. This model's maximum context length is 128 "
         "tokens and your request has 100 input tokens (50 > 128 - 100)."
     )
+
+
+def _limits(body: dict, kind=ChatCompletionRequest) -> str | None:
+    try:
+        check_vllm_limits(parse(kind, body), vocab_size=1000, model="/opt/ml/model")
+    except InvalidRequest as exc:
+        return exc.message
+    return None
+
+
+def test_vllm_0_16_limits_in_its_words():
+    hi = [{"role": "user", "content": "hi"}]
+    assert _limits({"messages": hi, "logprobs": True, "top_logprobs": 20}) is None  # at the limit
+    # -1 asks for the whole vocabulary, over max_logprobs unless the server raised it
+    assert _limits({"messages": hi, "logprobs": True, "top_logprobs": -1}) == (
+        "Requested sample logprobs of 1000, which is greater than max allowed: 20"
+    )
+    assert _limits({"messages": hi, "top_logprobs": -2}) == "`top_logprobs` must be a positive value or -1."
+    assert _limits({"messages": hi, "top_logprobs": 0}) is None  # 0 needs no logprobs flag, as in vLLM
+    assert _limits({"prompt": "hi", "logprobs": -1}, CompletionRequest) == "`logprobs` must be a positive value."
+    assert _limits({"messages": hi, "logit_bias": {"999": 5, "12": -5}}) is None
+    assert _limits({"messages": hi, "logit_bias": {"1000": 5}}) == (
+        "token_id(s) [1000] in logit_bias contain out-of-vocab token ids. Vocabulary size: 1000"
+    )
+    audio = [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}]
+    assert _limits({"messages": audio}) == "/opt/ml/model is not a multimodal model"

@@ -35,6 +35,7 @@ from neurondeploy.serving.llm.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     check_context,
+    check_vllm_limits,
     parse,
     sampling_params,
 )
@@ -147,6 +148,7 @@ class LlmServer:
             else:
                 parsed = parse(ChatCompletionRequest if kind == "chat" else CompletionRequest, body)
                 self._check_model(parsed.model)
+                check_vllm_limits(parsed, self.lm.model.config.vocab_size, self.lm.served_name)
                 params = sampling_params(parsed)
                 prompt_ids = self._prompt_ids(parsed, kind)
                 budget = check_context(len(prompt_ids), params.max_tokens, self.max_model_len)

@@ -3,7 +3,15 @@
 Type errors come from pydantic (vLLM's request models are pydantic too, and it answers their errors 400);
 range errors use the sentences of vLLM's ``SamplingParams._verify_args`` (vllm-project/vllm,
 ``vllm/sampling_params.py`` @ 00388f6, read with the search tool), so clients that match on them keep working.
-Unknown fields are accepted and ignored, as vLLM does.
+Unknown fields are accepted and ignored, as vLLM does (``best_of`` among them: vLLM 0.16.0's CompletionRequest has
+no such field).
+
+:func:`check_vllm_limits` refuses what vLLM 0.16.0, the vllm-neuron image's for Inf2 and Trn1, refuses beyond the
+sampling ranges, in its words (read from its wheel): ``top_logprobs`` checks of
+``entrypoints/openai/chat_completion/protocol.py`` (``check_logprobs``), logprobs over ``ModelConfig.max_logprobs``
+and logit_bias ids outside the vocabulary (``v1/engine/input_processor.py``), a logit_bias key that is no integer
+(``SamplingParams.from_optional``'s ``int(token)``), and media for a text-only model
+(``multimodal/registry.py``, ``create_processor``).
 """
 
 from __future__ import annotations
@@ -17,6 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from neurondeploy.serving.llm.errors import InvalidRequest
 
 GREEDY_BELOW = 1e-5  # vLLM's _SAMPLING_EPS: a temperature under it means greedy
+MAX_LOGPROBS = 20  # vLLM's ModelConfig.max_logprobs default (vllm/config/model.py), the server's --max-logprobs
+# OpenAI content parts that carry media (vllm/entrypoints/chat_utils.py parses each through the model's
+# multimodal processor, which a text-only model has not)
+MEDIA_PARTS = ("image_url", "image_embeds", "input_audio", "audio_url", "video_url")
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
 
 
@@ -34,10 +46,12 @@ class _Request(BaseModel):
     n: int = 1
     ignore_eos: bool = False
     stream_options: dict | None = None
+    logit_bias: dict[str, float] | None = None
 
 
 class CompletionRequest(_Request):
     prompt: str | list[str] | list[int]
+    logprobs: int | None = None
 
 
 class ChatMessage(BaseModel):
@@ -55,6 +69,8 @@ class ChatMessage(BaseModel):
 class ChatCompletionRequest(_Request):
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     max_completion_tokens: Annotated[int | None, Field(strict=True)] = None
+    logprobs: bool | None = False
+    top_logprobs: int | None = 0
 
 
 @dataclass
@@ -116,6 +132,48 @@ def sampling_params(request: _Request) -> SamplingParams:
     if params.greedy:
         params.top_p, params.top_k = 1.0, 0
     return params
+
+
+def check_vllm_limits(request: _Request, vocab_size: int, model: str) -> None:
+    """What vLLM 0.16.0 refuses of a parsed request beyond the sampling ranges, in its words (module doc), in the
+    order it checks: the request model's validators, the chat's content parts, the sampling parameters, the
+    engine's input checks."""
+    logprobs: int | None = None
+    if isinstance(request, ChatCompletionRequest):
+        top = request.top_logprobs
+        if top is not None:
+            if top < 0 and top != -1:
+                raise InvalidRequest("`top_logprobs` must be a positive value or -1.", "top_logprobs")
+            if (top == -1 or top > 0) and not request.logprobs:
+                raise InvalidRequest("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs")
+        for message in request.messages:
+            parts = message.content if isinstance(message.content, list) else []
+            if any(part.get("type") in MEDIA_PARTS for part in parts if isinstance(part, dict)):
+                raise InvalidRequest(f"{model} is not a multimodal model")
+        logprobs = top if request.logprobs else None
+    elif request.logprobs is not None:
+        if request.logprobs < 0:
+            raise InvalidRequest("`logprobs` must be a positive value.", "logprobs")
+        logprobs = request.logprobs
+    bias_ids = []
+    for token in request.logit_bias or {}:
+        try:
+            bias_ids.append(int(token))
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+    if logprobs:
+        requested = vocab_size if logprobs == -1 else logprobs
+        if requested > MAX_LOGPROBS:
+            raise InvalidRequest(
+                f"Requested sample logprobs of {requested}, which is greater than max allowed: {MAX_LOGPROBS}",
+                "logprobs",
+            )
+    outside = [token for token in bias_ids if token < 0 or token >= vocab_size]
+    if outside:
+        raise InvalidRequest(
+            f"token_id(s) {outside} in logit_bias contain out-of-vocab token ids. Vocabulary size: {vocab_size}",
+            "logit_bias",
+        )
 
 
 def check_context(prompt_tokens: int, max_tokens: int | None, max_model_len: int) -> int:
