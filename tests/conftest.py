@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,6 +101,14 @@ class AwsEndpoint:
 
         requests.post(f"{self.endpoint_url}/moto-api/reset", timeout=10).raise_for_status()
 
+    def bootstrap(self) -> None:
+        """What an administrator does once per account before anyone runs neurondeploy: create the permissions
+        boundary every role neurondeploy makes carries (README, Security; apply refuses without it)."""
+        boundary = Path(__file__).parents[1] / "infra" / "iam-boundary.json"
+        self.client("iam").create_policy(
+            PolicyName="neurondeploy-boundary", Path="/neurondeploy/", PolicyDocument=boundary.read_text()
+        )
+
 
 @pytest.fixture
 def aws(moto_server, monkeypatch, tmp_path) -> AwsEndpoint:
@@ -113,6 +122,7 @@ def aws(moto_server, monkeypatch, tmp_path) -> AwsEndpoint:
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     endpoint = AwsEndpoint(moto_server)
     endpoint.reset()
+    endpoint.bootstrap()
     return endpoint
 
 

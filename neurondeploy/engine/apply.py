@@ -22,6 +22,7 @@ from neurondeploy.engine.destroy import sweep_leftovers
 from neurondeploy.engine.executor import ApplyResult, Executor
 from neurondeploy.engine.model_bundle import dlc_model_dir
 from neurondeploy.engine.ownership import ownership_of, refuse_foreign
+from neurondeploy.engine.preflight import needs_of, preflight
 from neurondeploy.engine.quotas import check_quotas
 from neurondeploy.engine.refresh import refresh
 from neurondeploy.engine.state import DeploymentState, StateStore
@@ -40,7 +41,7 @@ from neurondeploy.planner.artifact_target import gate_artifact
 from neurondeploy.planner.checks import refuse_errors, resolve_model_path
 from neurondeploy.planner.context import plan_context
 from neurondeploy.resources.deployment import deployment_resources
-from neurondeploy.resources.naming import artifact_uri
+from neurondeploy.resources.naming import artifact_uri, bucket_name
 from neurondeploy.resources.release import instance_piece, serving_piece, target_constraints
 from neurondeploy.resources.sagemaker_endpoint import runs_on_dlc
 from neurondeploy.resources.validation import check_requests
@@ -168,6 +169,8 @@ def apply_spec(
         ctx = dataclasses.replace(ctx, artifact_s3_uri=uri, artifact_sha256=digest)
     resources = deployment_resources(spec, ctx)
     check_requests(resources, spec.region)  # what AWS would refuse half-way is refused before the first change
+    # read-only: what the deployment names outside itself (a role, a secret, a zone) is there
+    preflight(transport, needs_of(spec, resources, account, shared_bucket=bucket_name(spec.region, ctx)), on_event)
     refreshed = refresh(spec.name, transport, state)
     for item in refreshed.items:
         on_event(f"refresh: {item.resource} ({item.type}) {item.kind}: {item.detail}")

@@ -29,15 +29,17 @@ from neurondeploy.compiler.remote import fetch_remote_artifact, remote_artifact_
 from neurondeploy.compiler.vllm_neuron_compile import JOB_MODULE as VLLM_JOB_MODULE
 from neurondeploy.compiler.vllm_neuron_compile import job_arguments as vllm_job_arguments
 from neurondeploy.compiler.vllm_neuron_compile import vllm_compiled_key
+from neurondeploy.engine.preflight import needs_of, preflight
 from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.state_s3 import open_state
 from neurondeploy.engine.uploads import ensure_bucket, upload_artifact
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.ops.sagemaker_job import JobToStart, Review, exit_code_of, start_or_attach, wait_for_job
+from neurondeploy.ops.sagemaker_job import JobToStart, Review, exit_code_of, new_run_id, start_or_attach, wait_for_job
 from neurondeploy.planner.artifact_target import artifact_sdk
 from neurondeploy.planner.checks import model_architecture, refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.llm_compile import llm_compile_host
+from neurondeploy.resources.naming import bucket_name
 from neurondeploy.resources.precompiled import MODEL_DIR
 from neurondeploy.resources.sagemaker_compile import (
     COMPILE_MAX_RUNTIME_S,
@@ -113,6 +115,10 @@ def start_remote_compile(
     cache_uri = cache_uri or compile_cache_uri(spec.region, ctx)
     module, arguments, environment = (export.module, export.arguments, export.environment) if export else (None, (), ())
     job = CompileJob(artifact_key, cache_uri, artifact_sdk(spec), instance_type, module, arguments, environment)
+    # read-only, before state, the review or any upload: what the job names outside itself (its image, secrets, a
+    # given role) is there; the shared bucket holds only what this run writes
+    planned = compile_job_resources(spec, dataclasses.replace(ctx, run_id=new_run_id()), job)
+    preflight(transport, needs_of(spec, planned, account, shared_bucket=bucket_name(spec.region, ctx)), on_event)
     with tempfile.TemporaryDirectory(prefix="neurondeploy-compile-") as scratch:
 
         def launch(run_id: str):

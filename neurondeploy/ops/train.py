@@ -17,6 +17,7 @@ from typing import Any
 
 from neurondeploy.archive import artifact_digest
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.engine.preflight import needs_of, preflight
 from neurondeploy.engine.quotas import check_quotas
 from neurondeploy.engine.state import StateStore
 from neurondeploy.engine.state_s3 import open_state
@@ -41,7 +42,7 @@ from neurondeploy.ops.sagemaker_job import (
 )
 from neurondeploy.planner.checks import refuse_errors
 from neurondeploy.planner.context import plan_context
-from neurondeploy.resources.naming import source_uri
+from neurondeploy.resources.naming import bucket_name, source_uri
 from neurondeploy.resources.sagemaker_compile import JOB_RESOURCE as COMPILE_JOB_RESOURCE
 from neurondeploy.resources.sagemaker_training import job_files, training_job_resources
 from neurondeploy.resources.validation import check_requests
@@ -110,7 +111,9 @@ def start_training_job(
         on_event(f"{'uploaded' if uploads['sent'] else 'unchanged, not uploaded again:'} {source} -> {uri}")
         return resources
 
-    build(new_run_id())  # pure: a spec the builders refuse stops here, before state or S3 is touched
+    ctx, resources = build(new_run_id())  # pure: a spec the builders refuse stops here, before state or S3 is touched
+    # read-only: what the job names outside itself is there, before state, the review or any upload
+    preflight(transport, needs_of(spec, resources, account, shared_bucket=bucket_name(spec.region, ctx)), on_event)
 
     def attach_note(recorded) -> str:
         changed = hyperparameters or recorded.spec_digest != loaded.digest

@@ -18,7 +18,13 @@ from neurondeploy.resources.precompiled import load_budget
 from neurondeploy.resources.release import WRAPPER_BUILD, deployment_release, wrapper_base
 from neurondeploy.resources.sagemaker_endpoint import volume_for
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
-from neurondeploy.specs.inference import MAX_STARTUP_S, PACKAGE_PREFIX, ModelArchitecture, local_path
+from neurondeploy.specs.inference import (
+    MAX_STARTUP_S,
+    PACKAGE_PREFIX,
+    ModelArchitecture,
+    PackageNotInstalled,
+    local_path,
+)
 
 
 @dataclass
@@ -760,7 +766,10 @@ def check_model_path(loaded: LoadedSpec) -> Iterable[Finding]:
             return
         try:
             path = resolve_model_path(loaded)
-        except SpecError as exc:  # a pkg:// naming no package directory
+        except PackageNotInstalled as exc:  # as a path that does not exist here: compile needs it, plan does not
+            yield warning("model.path", exc.message, f"{exc.hint}; compile needs it, plan does not")
+            return
+        except SpecError as exc:  # a pkg:// naming a module, not a package directory
             yield error("model.path", exc.message, exc.hint)
             return
         try:

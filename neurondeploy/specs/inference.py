@@ -292,6 +292,11 @@ class ModelSpec(StrictModel):
         return "torchscript" if self.path.endswith((".pt", ".pth", ".ts")) else "hf-directory"
 
 
+class PackageNotInstalled(SpecError):
+    """A pkg:// path whose package this machine does not have: what needs the files (compile, init) stops; plan and
+    validate, which do not, warn (a bare install plans every template)."""
+
+
 def local_path(text: str, base_dir: Path) -> Path:
     """A path a spec or the CLI names on this machine: ``pkg://<package>/<subdir>`` is a directory shipped inside an
     installed Python package (found without importing it); relative paths are relative to ``base_dir``."""
@@ -299,7 +304,7 @@ def local_path(text: str, base_dir: Path) -> Path:
         package, _, subdir = text[len(PACKAGE_PREFIX) :].partition("/")
         found = importlib.util.find_spec(package) if package.isidentifier() else None
         if found is None:
-            raise SpecError(
+            raise PackageNotInstalled(
                 f"{text}: no installed Python package {package}",
                 "install the package that ships it, or give the directory's path",
             )

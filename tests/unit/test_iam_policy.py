@@ -334,3 +334,10 @@ def test_every_role_a_plan_makes_carries_the_boundary_and_its_policy_fits_inside
                 ):
                     allowed = decision(boundary(), Authorization(action, resource, context))
                     assert allowed == "allow", (role.name, action, resource)
+
+
+def test_every_call_the_code_makes_has_its_authorization_facts():
+    """A call whose action the table lacks would be left out of the policy without a word: regenerate the table."""
+    from neurondeploy.aws.iam_policy import authorization_table, needed_actions
+
+    assert sorted(needed_actions() - set(authorization_table())) == []

@@ -1,0 +1,318 @@
+"""Before a paid call (a training job, a compile job, an endpoint or instances), read-only checks of everything the
+plan's requests name outside the deployment: nothing paid starts on what a read call could have found missing.
+
+What is checked comes from the requests themselves, so a check cannot drift from what is sent:
+
+- a training or compile job's input channels: the bucket exists and the prefix holds objects (an empty channel
+  starts 16 instances that stop at their first read); its output and checkpoint buckets exist (the shared bucket is
+  made by the run itself and is not checked);
+- a role the spec names (``iam.role_arn``): it exists and trusts the service that will assume it;
+- the permissions boundary every role neurondeploy makes carries (``infra/iam-boundary.json``), where the plan
+  makes one: IAM refuses ``CreateRole`` naming a policy that does not exist, after the network was made;
+- an image in the account's own ECR (a wrapper, a custom training image): ``DescribeImages``;
+- secrets and SSM parameters a container reads at start: their metadata only (``DescribeSecret``,
+  ``DescribeParameters``), never the value;
+- a hosted zone a record goes in.
+
+Every missing piece is one line naming the spec field and the fix (:class:`PreflightError`, all of them at once);
+nothing is created. What this account's permissions do not let us read is said as "not checked", not as missing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from neurondeploy.aws.errors import is_ecr_image_missing, is_gone, is_s3_missing_bucket
+from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.errors import NeurondeployError
+from neurondeploy.resources.iam import BOUNDARY_POLICY_NAME, ROLE_PATH, boundary_policy_arn
+from neurondeploy.resources.model import Request, Resource
+from neurondeploy.resources.naming import split_s3
+from neurondeploy.resources.refs import contains_ref
+
+ECR_IMAGE = re.compile(r"^(\d{12})\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/([^:@]+)(?::([^@]+))?(?:@(.+))?$")
+DENIED_CODES = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "403")
+
+
+class PreflightError(NeurondeployError):
+    """What a paid call would have met missing: one problem per line."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[NeurondeployError]) -> None:
+        super().__init__(problems[0].message, problems[0].hint)
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Finding:
+    field: str  # the spec field it is about
+    message: str
+    fix: str
+    checked: bool = True  # False: our permissions did not let us look (said, not refused)
+
+    def error(self) -> NeurondeployError:
+        return NeurondeployError(f"{self.field}: {self.message}", self.fix)
+
+
+def _denied(exc: AwsCallError) -> bool:
+    return exc.code in DENIED_CODES
+
+
+# --- what the requests name ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a plan's requests name outside the deployment, with the spec field each comes from."""
+
+    channels: tuple[tuple[str, str, str], ...] = ()  # (field, s3 uri, what fills it)
+    buckets: tuple[tuple[str, str], ...] = ()  # (field, s3 uri) whose bucket must exist
+    roles: tuple[tuple[str, str, str], ...] = ()  # (field, role ARN, service that assumes it)
+    images: tuple[tuple[str, str], ...] = ()  # (field, image URI)
+    secrets: tuple[tuple[str, str], ...] = ()  # (field, ARN)
+    parameters: tuple[tuple[str, str], ...] = ()  # (field, ARN)
+    zones: tuple[tuple[str, str], ...] = ()  # (field, hosted zone id)
+    makes_roles: bool = False
+    region: str = ""
+    account: str = ""
+
+
+def needs_of(spec, resources: list[Resource], account: str, *, shared_bucket: str | None = None) -> Needs:
+    """Pure: what ``resources`` (one plan's) name outside the deployment, by the spec fields they come from."""
+    channels, buckets, roles, images = [], [], [], []
+    makes_roles = False
+    image_field = "image_uri" if spec.kind == "training" else "deployment.container.image_uri"
+    for resource in resources:
+        for request in resource.create:
+            params = request.params
+            if request.operation == "CreateRole":
+                makes_roles = True
+            elif request.operation == "CreateTrainingJob":
+                formats = {name: channel.format for name, channel in getattr(spec, "inputs", {}).items()}
+                for channel in params.get("InputDataConfig", []):
+                    uri = channel["DataSource"]["S3DataSource"]["S3Uri"]
+                    name = channel["ChannelName"]
+                    if contains_ref(uri) or split_s3(uri)[0] == shared_bucket:
+                        continue  # written by this run (the compile job's source)
+                    filler = "tokenized" if formats.get(name) == "tokenized" else "files"
+                    channels.append((f"inputs.{name}.s3_uri", uri, filler))
+                output = params.get("OutputDataConfig", {}).get("S3OutputPath")
+                if output and split_s3(output)[0] != shared_bucket:
+                    buckets.append(("output_s3_uri", output))
+                checkpoint = params.get("CheckpointConfig", {}).get("S3Uri")
+                if checkpoint and split_s3(checkpoint)[0] != shared_bucket:
+                    buckets.append(("checkpoint.s3_uri", checkpoint))
+                role = params.get("RoleArn")
+                if role and not contains_ref(role):
+                    roles.append(("iam.role_arn", role, "sagemaker.amazonaws.com"))
+                images.append((image_field, params["AlgorithmSpecification"]["TrainingImage"]))
+            elif request.operation == "CreateModel":
+                role = params.get("ExecutionRoleArn")
+                if role and not contains_ref(role):
+                    roles.append(("iam.role_arn", role, "sagemaker.amazonaws.com"))
+                for container in [params.get("PrimaryContainer", {}), *params.get("Containers", [])]:
+                    if container.get("Image"):
+                        images.append((image_field, container["Image"]))
+    container = getattr(getattr(spec, "deployment", None), "container", None)
+    secrets = tuple(
+        (f"deployment.container.env.{key}", ref.secret)
+        for key, ref in sorted(getattr(container, "secrets", {}).items())
+        if ref.secret
+    )
+    parameters = tuple(
+        (f"deployment.container.env.{key}", ref.ssm)
+        for key, ref in sorted(getattr(container, "secrets", {}).items())
+        if ref.ssm
+    )
+    writes_records = any(r.operation == "ChangeResourceRecordSets" for res in resources for r in res.create)
+    dns = getattr(spec, "dns", None) if writes_records else None  # a compile job of the same spec writes none
+    given_role = getattr(getattr(spec, "iam", None), "role_arn", None)
+    if given_role and spec.kind == "inference" and spec.deployment.platform == "ec2":
+        roles.append(("iam.role_arn", given_role, "ec2.amazonaws.com"))
+    return Needs(
+        tuple(channels),
+        tuple(dict.fromkeys(buckets)),
+        tuple(dict.fromkeys(roles)),
+        tuple(dict.fromkeys(images)),
+        secrets,
+        parameters,
+        (("dns.hosted_zone_id", dns.hosted_zone_id),) if dns else (),
+        makes_roles,
+        spec.region,
+        account,
+    )
+
+
+# --- the reads ---------------------------------------------------------------------------------------------------
+
+
+def _look(
+    transport: AwsTransport, request: Request, field: str, what: str, is_missing, missing: str, fix: str
+) -> tuple[dict | None, list[Finding]]:
+    """(the answer, []) of a read; or (None, [the finding]) when what it reads is missing, or when this identity may
+    not read it (said, not refused)."""
+    try:
+        return transport.call(request.service, request.operation, request.params), []
+    except AwsCallError as exc:
+        if is_missing(exc):
+            return None, [Finding(field, missing, fix)]
+        if _denied(exc):
+            return None, [Finding(field, f"{what}: not checked, this identity may not read it ({exc.code})", "", False)]
+        raise
+
+
+def _channel(transport: AwsTransport, field: str, uri: str, filler: str) -> list[Finding]:
+    bucket, key = split_s3(uri)
+    listed, found = _look(
+        transport,
+        Request("s3", "ListObjectsV2", {"Bucket": bucket, "Prefix": key, "MaxKeys": 1}),
+        field,
+        uri,
+        is_s3_missing_bucket,
+        f"bucket {bucket} does not exist ({uri})",
+        f"create it, or fix {field}",
+    )
+    if listed is not None and not listed.get("KeyCount") and not listed.get("Contents"):
+        fill = (
+            "write it with `neurondeploy data SPEC --corpus FILE --tokenizer DIR`"
+            if filler == "tokenized"
+            else f"upload the data first: aws s3 sync DIR {uri}"
+        )
+        found.append(Finding(field, f"{uri} holds no objects: the job would start on an empty channel", fill))
+    return found
+
+
+def _bucket(transport: AwsTransport, field: str, uri: str) -> list[Finding]:
+    bucket = split_s3(uri)[0]
+    missing = f"bucket {bucket} does not exist ({uri})"
+    request = Request("s3", "HeadBucket", {"Bucket": bucket})
+    return _look(
+        transport, request, field, f"bucket {bucket}", is_s3_missing_bucket, missing, f"create it, or fix {field}"
+    )[1]
+
+
+def _trusts(document, service: str) -> bool:
+    if isinstance(document, str):
+        document = json.loads(unquote(document))
+    statements = document.get("Statement", [])
+    for statement in [statements] if isinstance(statements, dict) else statements:
+        principals = statement.get("Principal") if isinstance(statement.get("Principal"), dict) else {}
+        services = principals.get("Service", [])
+        services = [services] if isinstance(services, str) else services
+        actions = statement.get("Action", [])
+        actions = [actions] if isinstance(actions, str) else actions
+        if statement.get("Effect") == "Allow" and service in services and "sts:AssumeRole" in actions:
+            return True
+    return False
+
+
+def _role(transport: AwsTransport, field: str, arn: str, service: str) -> list[Finding]:
+    fix = f"create it (trusted by {service}), or remove iam.role_arn to let neurondeploy make one"
+    request = Request("iam", "GetRole", {"RoleName": arn.rsplit("/", 1)[-1]})
+    got, found = _look(transport, request, field, f"role {arn}", is_gone, f"role {arn} does not exist", fix)
+    if got is not None and not _trusts(got["Role"].get("AssumeRolePolicyDocument", {}), service):
+        found.append(
+            Finding(
+                field,
+                f"role {arn} does not trust {service}, which would assume it",
+                f"add {service} to the role's trust policy (sts:AssumeRole)",
+            )
+        )
+    return found
+
+
+def _boundary(transport: AwsTransport, region: str, account: str) -> list[Finding]:
+    arn = boundary_policy_arn(region, account)
+    missing = f"the permissions boundary {arn}, which every role neurondeploy makes carries, does not exist"
+    fix = (
+        f"an administrator creates it once: aws iam create-policy --path {ROLE_PATH} --policy-name "
+        f"{BOUNDARY_POLICY_NAME} --policy-document file://infra/iam-boundary.json"
+    )
+    return _look(transport, Request("iam", "GetPolicy", {"PolicyArn": arn}), "iam", arn, is_gone, missing, fix)[1]
+
+
+def _image(transport: AwsTransport, field: str, image: str, account: str) -> list[Finding]:
+    match = ECR_IMAGE.match(image)
+    if match is None or match[1] != account:
+        return []  # AWS's own images (the DLCs) live in AWS's accounts: nothing of ours to push
+    repository, tag, digest = match[2], match[3], match[4]
+    wanted = {"imageDigest": digest} if digest else {"imageTag": tag or "latest"}
+    registry = image.split("/", 1)[0]
+    fix = (
+        f"push it: aws ecr create-repository --repository-name {repository}; aws ecr get-login-password | "
+        f"docker login --username AWS --password-stdin {registry} && docker push {image}"
+    )
+    request = Request(
+        "ecr", "DescribeImages", {"repositoryName": repository, "imageIds": [wanted], "registryId": account}
+    )
+    return _look(
+        transport, request, field, f"image {image}", is_ecr_image_missing, f"image {image} is not in ECR", fix
+    )[1]
+
+
+def _secret(transport: AwsTransport, field: str, arn: str) -> list[Finding]:
+    name = arn.split(":secret:", 1)[-1]
+    missing = f"secret {arn} does not exist: the container would fail at start"
+    fix = f"create it: aws secretsmanager create-secret --name {name} --secret-string file://VALUE"
+    request = Request("secretsmanager", "DescribeSecret", {"SecretId": arn})  # metadata: never the value
+    return _look(transport, request, field, f"secret {arn}", is_gone, missing, fix)[1]
+
+
+def _parameter(transport: AwsTransport, field: str, arn: str) -> list[Finding]:
+    name = "/" + arn.split(":parameter/", 1)[-1]
+    request = Request(
+        "ssm", "DescribeParameters", {"ParameterFilters": [{"Key": "Name", "Option": "Equals", "Values": [name]}]}
+    )
+    found, findings_ = _look(transport, request, field, f"parameter {arn}", lambda exc: False, "", "")
+    if found is not None and not found.get("Parameters"):
+        findings_.append(
+            Finding(
+                field,
+                f"SSM parameter {name} does not exist: the container would fail at start",
+                f"create it: aws ssm put-parameter --name {name} --type SecureString --value file://VALUE",
+            )
+        )
+    return findings_
+
+
+def _zone(transport: AwsTransport, field: str, zone: str) -> list[Finding]:
+    missing = f"hosted zone {zone} does not exist in this account"
+    request = Request("route53", "GetHostedZone", {"Id": zone})
+    return _look(transport, request, field, f"hosted zone {zone}", is_gone, missing, f"fix {field}")[1]
+
+
+def findings(transport: AwsTransport, needs: Needs) -> list[Finding]:
+    """Every read of ``needs``, in the order of the spec's fields a user reads top down."""
+    found: list[Finding] = []
+    for field, uri, filler in needs.channels:
+        found += _channel(transport, field, uri, filler)
+    for field, uri in needs.buckets:
+        found += _bucket(transport, field, uri)
+    for field, arn, service in needs.roles:
+        found += _role(transport, field, arn, service)
+    if needs.makes_roles:
+        found += _boundary(transport, needs.region, needs.account)
+    for field, image in needs.images:
+        found += _image(transport, field, image, needs.account)
+    for field, arn in needs.secrets:
+        found += _secret(transport, field, arn)
+    for field, arn in needs.parameters:
+        found += _parameter(transport, field, arn)
+    for field, zone in needs.zones:
+        found += _zone(transport, field, zone)
+    return found
+
+
+def preflight(transport: AwsTransport, needs: Needs, on_event=None) -> None:
+    """Refuse, with every missing piece at once, before a paid call; say what could not be checked."""
+    found = findings(transport, needs)
+    for finding in found:
+        if not finding.checked and on_event is not None:
+            on_event(f"preflight: {finding.field}: {finding.message}")
+    missing = [finding.error() for finding in found if finding.checked]
+    if missing:
+        raise PreflightError(missing)
