@@ -9,7 +9,8 @@ What is checked comes from the requests themselves, so a check cannot drift from
 - a role the spec names (``iam.role_arn``): it exists and trusts the service that will assume it;
 - the permissions boundary every role neurondeploy makes carries (``infra/iam-boundary.json``), where the plan
   makes one: IAM refuses ``CreateRole`` naming a policy that does not exist, after the network was made;
-- an image in the account's own ECR (a wrapper, a custom training image): ``DescribeImages``;
+- a job's image in the account's own ECR (a wrapper, a custom training image): ``DescribeImages`` (an endpoint's
+  is apply's ``engine.uploads.check_container_image``);
 - secrets and SSM parameters a container reads at start: their metadata only (``DescribeSecret``,
   ``DescribeParameters``), never the value;
 - a hosted zone a record goes in.
@@ -111,12 +112,10 @@ def needs_of(spec, resources: list[Resource], account: str, *, shared_bucket: st
                     roles.append(("iam.role_arn", role, "sagemaker.amazonaws.com"))
                 images.append((image_field, params["AlgorithmSpecification"]["TrainingImage"]))
             elif request.operation == "CreateModel":
+                # An endpoint's image is apply's check_container_image's (with its docker build): not read twice.
                 role = params.get("ExecutionRoleArn")
                 if role and not contains_ref(role):
                     roles.append(("iam.role_arn", role, "sagemaker.amazonaws.com"))
-                for container in [params.get("PrimaryContainer", {}), *params.get("Containers", [])]:
-                    if container.get("Image"):
-                        images.append((image_field, container["Image"]))
     container = getattr(getattr(spec, "deployment", None), "container", None)
     secrets = tuple(
         (f"deployment.container.env.{key}", ref.secret)
