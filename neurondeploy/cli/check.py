@@ -37,11 +37,19 @@ def cmd_plan(args) -> int:
     if state_path is not None or args.out:
         # the engine (state, reconcile, saved plans) is loaded only for this, the way main loads a command's module
         importlib.import_module("neurondeploy.cli.plan_state").add_changes_and_save(args, loaded, plan, state_path)
+    missing = 0
+    if args.check:  # AWS is read only with --check: a plain plan stays offline and fast
+        missing = importlib.import_module("neurondeploy.cli.plan_check").check_account(loaded, plan)
     if args.json:
         print_json(plan.model_dump(mode="json"))
     else:
         render_plan(plan, console_out())
-    return 0 if plan.all_validated else 3
+    if not plan.all_validated:
+        return 3
+    if missing:
+        print(f"plan --check: {missing} missing before apply (each above, with its command)", file=sys.stderr)
+        return 2
+    return 0
 
 
 def cmd_size(args) -> int:

@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="diff against this state (default $NEURONDEPLOY_STATE or ~/.neurondeploy/state.db)",
     )
+    plan.add_argument(
+        "--check",
+        action="store_true",
+        help="also read the account (read-only): each before-apply step done or missing, and what apply's preflight "
+        "would refuse; exit 2 when something is missing",
+    )
     _image_options(plan)  # as apply gets them, so the diff against state compares like with like
     plan.set_defaults(handler="check:cmd_plan")
 

@@ -27,8 +27,10 @@ def render_plan(plan, console) -> None:
         console.print(f"  [yellow]note[/]: {escape(note)}")
     if plan.before_apply:
         console.print("[bold]before apply[/]:")
-        for line in plan.before_apply:
-            console.print(f"  {escape(line)}")
+        for step in plan.before_apply:
+            _render_step(step, console)
+    for problem in plan.check_problems or []:
+        console.print(f"  [red]missing[/] {escape(problem)}")
     if plan.engine_config is not None:  # the whole file is in `plan --json`; its layout here
         strategy, data = plan.engine_config["distributed_strategy"], plan.engine_config["data"]
         layout = ", ".join(f"{key} {value}" for key, value in strategy.items())
@@ -76,6 +78,19 @@ def render_plan(plan, console) -> None:
     if plan.after_apply:
         console.print(f"after apply: {escape(plan.after_apply)}")
     console.print("[dim]+ create   <= read only[/]")
+
+
+STATUS_STYLE = {"done": "green", "missing": "red", "not checked": "yellow"}
+
+
+def _render_step(step, console) -> None:
+    """``- what`` (``[done]``/``[missing]``/``[not checked]`` after `plan --check`), then its commands, one a line."""
+    mark = f"[{STATUS_STYLE[step.status]}]{step.status}[/]" if step.status else "-"
+    detail = f" [dim]({escape(step.detail)})[/]" if step.detail and step.status != "done" else ""
+    console.print(f"  {mark} {escape(step.what)}{detail}")
+    if step.status != "done":
+        for command in step.commands:
+            console.print(f"      $ {escape(command)}", soft_wrap=True)
 
 
 def _render_requests(resource, console) -> None:

@@ -22,19 +22,18 @@ nothing is created. What this account's permissions do not let us read is said a
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from urllib.parse import unquote
 
 from neurondeploy.aws.errors import is_ecr_image_missing, is_gone, is_s3_missing_bucket
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.planner.image_push import image_to_push
 from neurondeploy.resources.iam import BOUNDARY_POLICY_NAME, ROLE_PATH, boundary_policy_arn
 from neurondeploy.resources.model import Request, Resource
 from neurondeploy.resources.naming import split_s3
 from neurondeploy.resources.refs import contains_ref
 
-ECR_IMAGE = re.compile(r"^(\d{12})\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/([^:@]+)(?::([^@]+))?(?:@(.+))?$")
 DENIED_CODES = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "403")
 
 
@@ -80,6 +79,7 @@ class Needs:
     makes_roles: bool = False
     region: str = ""
     account: str = ""
+    spec: object = None  # what an image's build commands come from (planner/image_push.py)
 
 
 def needs_of(spec, resources: list[Resource], account: str, *, shared_bucket: str | None = None) -> Needs:
@@ -143,6 +143,7 @@ def needs_of(spec, resources: list[Resource], account: str, *, shared_bucket: st
         makes_roles,
         spec.region,
         account,
+        spec,
     )
 
 
@@ -234,23 +235,18 @@ def _boundary(transport: AwsTransport, region: str, account: str) -> list[Findin
     return _look(transport, Request("iam", "GetPolicy", {"PolicyArn": arn}), "iam", arn, is_gone, missing, fix)[1]
 
 
-def _image(transport: AwsTransport, field: str, image: str, account: str) -> list[Finding]:
-    match = ECR_IMAGE.match(image)
-    if match is None or match[1] != account:
-        return []  # AWS's own images (the DLCs) live in AWS's accounts: nothing of ours to push
-    repository, tag, digest = match[2], match[3], match[4]
-    wanted = {"imageDigest": digest} if digest else {"imageTag": tag or "latest"}
-    registry = image.split("/", 1)[0]
-    fix = (
-        f"push it: aws ecr create-repository --repository-name {repository}; aws ecr get-login-password | "
-        f"docker login --username AWS --password-stdin {registry} && docker push {image}"
-    )
+def _image(transport: AwsTransport, field: str, uri: str, account: str, spec) -> list[Finding]:
+    push = image_to_push(spec, uri)
+    if push is None or push.image.account != account:
+        return []  # AWS's own images (the DLCs) live in AWS's accounts; another account's is its owner's to push
     request = Request(
-        "ecr", "DescribeImages", {"repositoryName": repository, "imageIds": [wanted], "registryId": account}
+        "ecr",
+        "DescribeImages",
+        {"repositoryName": push.image.repository, "imageIds": [push.image.image_id], "registryId": account},
     )
-    return _look(
-        transport, request, field, f"image {image}", is_ecr_image_missing, f"image {image} is not in ECR", fix
-    )[1]
+    missing = f"image {uri} is not in ECR"
+    fix = "push it: " + " && ".join(push.commands)
+    return _look(transport, request, field, f"image {uri}", is_ecr_image_missing, missing, fix)[1]
 
 
 def _secret(transport: AwsTransport, field: str, arn: str) -> list[Finding]:
@@ -296,7 +292,7 @@ def findings(transport: AwsTransport, needs: Needs) -> list[Finding]:
     if needs.makes_roles:
         found += _boundary(transport, needs.region, needs.account)
     for field, image in needs.images:
-        found += _image(transport, field, image, needs.account)
+        found += _image(transport, field, image, needs.account, needs.spec)
     for field, arn in needs.secrets:
         found += _secret(transport, field, arn)
     for field, arn in needs.parameters:

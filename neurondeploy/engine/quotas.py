@@ -25,12 +25,11 @@ from neurondeploy.aws.errors import is_quota_missing
 from neurondeploy.aws.paging import Paged
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.errors import PlanError
-from neurondeploy.planner.quotas import QuotaNeed, quota_needs
+from neurondeploy.planner.quotas import QuotaNeed, increase_command, increase_url, quota_needs
 from neurondeploy.specs import Spec
 
 READ_ATTEMPTS = 2  # botocore attempts per read: a Service Quotas that does not answer must not hold up apply
 REASON_CHARS = 160  # an error page in a warning is cut to this
-CONSOLE_URL = "https://console.aws.amazon.com/servicequotas/home/services/{service}/quotas/{code}?region={region}"
 
 
 class QuotaTooLow(PlanError):
@@ -45,17 +44,6 @@ class QuotaTooLow(PlanError):
             f"{increase_command(need.service_code, code, need.need, region)}` (new accounts have 0; an increase "
             "can take from minutes to days), then run this again",
         )
-
-
-def increase_url(service: str, code: str, region: str) -> str:
-    return CONSOLE_URL.format(service=service, code=code, region=region)
-
-
-def increase_command(service: str, code: str, desired: int, region: str) -> str:
-    return (
-        f"aws service-quotas request-service-quota-increase --service-code {service} --quota-code {code} "
-        f"--desired-value {desired} --region {region}"
-    )
 
 
 def _number(value: float) -> str:
@@ -113,7 +101,7 @@ def _by_name(reader: AwsTransport, need: QuotaNeed) -> dict | None:
         raise
 
 
-def _check(reader: AwsTransport, need: QuotaNeed, region: str) -> str | None:
+def check_quota(reader: AwsTransport, need: QuotaNeed, region: str) -> str | None:
     """None when the quota allows the need; a warning line when it could not be checked; raises when too low."""
     not_checked = f"Service Quotas {need.describe()} in {region} not checked"
     make_sure = f"make sure it allows {need.need} {need.unit} ({need.counted})"
@@ -132,14 +120,19 @@ def _check(reader: AwsTransport, need: QuotaNeed, region: str) -> str | None:
     return None
 
 
+def quota_reader(transport: AwsTransport) -> AwsTransport:
+    """The advisory reads' own transport (one retry); the caller adds its calls to its own log."""
+    return AwsTransport(transport.region, max_attempts=READ_ATTEMPTS)
+
+
 def check_quotas(transport: AwsTransport, spec: Spec) -> list[str]:
     """Refuse (:class:`QuotaTooLow`) a plan that a quota of the account cannot run; read-only. Returns a warning
     line for each quota that could not be read (apply goes on)."""
     needs = quota_needs(spec)
     if not needs:
         return []
-    reader = AwsTransport(transport.region, max_attempts=READ_ATTEMPTS)
+    reader = quota_reader(transport)
     try:
-        return [line for need in needs if (line := _check(reader, need, transport.region))]
+        return [line for need in needs if (line := check_quota(reader, need, transport.region))]
     finally:
         transport.calls.extend(reader.calls)  # the caller's log counts every call sent for it

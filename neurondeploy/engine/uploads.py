@@ -3,7 +3,6 @@ changed); and the look-up that our serving image is in ECR."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -11,12 +10,12 @@ from neurondeploy.archive import artifact_digest, pack_artifact
 from neurondeploy.aws.errors import is_ecr_image_missing, is_s3_missing_bucket, is_s3_missing_object
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
 from neurondeploy.errors import NeurondeployError
+from neurondeploy.planner.image_push import image_to_push
 from neurondeploy.resources.compute import CONSTRAINTS_FILE
 from neurondeploy.resources.model import PlanContext
 from neurondeploy.resources.naming import split_s3, toolkit_prefix
-from neurondeploy.resources.release import WRAPPER_BUILD, wrapper_base
 from neurondeploy.resources.s3 import shared_bucket_resource
-from neurondeploy.resources.sagemaker_endpoint import SERVING_REPOSITORY, container_image, image_repository
+from neurondeploy.resources.sagemaker_endpoint import container_image
 from neurondeploy.specs import InferenceSpec
 from neurondeploy.wheel import ToolkitWheel
 
@@ -107,44 +106,30 @@ def upload_toolkit(transport: AwsTransport, artifact_s3_uri: str, wheel: Toolkit
     return sent
 
 
-_ECR_REGISTRY = re.compile(r"(\d{12})\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?")
-
-
 def check_container_image(transport: AwsTransport, spec, ctx: PlanContext) -> None:
-    """An endpoint on an image pushed to the account's ECR (our own serving image, or the Hugging Face wrapper of
-    infra/hf-secrets that a secret in the environment needs) needs that image there. SageMaker would only find out
+    """An endpoint on an image pushed to the account's ECR (our own serving image, the wrapper of infra/hf-secrets
+    a container kind without secret support needs, your own) needs that image there. SageMaker would only find out
     after creating the endpoint (and failing it minutes later, at image pull), so look first and say how to push it.
-    (The defaults, AWS's Neuron DLC and Hugging Face's images, are in their own registries: nothing to push.)"""
+    (The defaults, AWS's Neuron DLC and Hugging Face's images, are in AWS's registries: nothing to push.)"""
     if not (isinstance(spec, InferenceSpec) and spec.deployment.platform == "sagemaker"):
         return
     image = container_image(spec, ctx)
-    ours = spec.container.ours and image_repository(image) == SERVING_REPOSITORY
-    registry, _, path = image.partition("/")
-    account = _ECR_REGISTRY.fullmatch(registry)
-    if not (ours or spec.deployment.container.image_uri) or not account:
+    push = image_to_push(spec, image)
+    if push is None:
         return
-    repository, digest = path.split("@", 1) if "@" in path else (path.rsplit(":", 1)[0], None)
-    wanted = {"imageDigest": digest} if digest else {"imageTag": path.rsplit(":", 1)[1] if ":" in path else "latest"}
-    params = {"repositoryName": repository, "imageIds": [wanted], "registryId": account[1]}
+    params = {
+        "repositoryName": push.image.repository,
+        "imageIds": [push.image.image_id],
+        "registryId": push.image.account,
+    }
     try:
         transport.call("ecr", "DescribeImages", params)
     except AwsCallError as exc:
         if not is_ecr_image_missing(exc):
             raise
-        login = (
-            f"aws ecr get-login-password --region {spec.region} | docker login --username AWS --password-stdin "
-            f"{registry} && docker push {image} (create the repository first)"
-        )
+        hint = "push it: " + " && ".join(push.commands)
         if spec.container.ours:
-            build = f"docker build -f infra/serving/Dockerfile -t {image} . && {login}"
-            hint = f"{build}, or leave deployment.container.image_uri empty for the Neuron DLC"
-        else:
-            base = wrapper_base(spec)
-            entrypoint = spec.container.wrapper_entrypoint or "<its entrypoint>"
-            hint = (
-                f"build the wrapper over {base}: docker build -f {WRAPPER_BUILD} --build-arg "
-                f"BASE_IMAGE={base} --build-arg HF_ENTRYPOINT='{entrypoint}' -t {image} . && {login}"
-            )
+            hint += ", or leave deployment.container.image_uri empty for the Neuron DLC"
         raise ApplyError(
             f"the container image {image} is not in ECR ({exc.code}); the endpoint would fail to start", hint
         ) from None

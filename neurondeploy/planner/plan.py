@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from neurondeploy import catalog
 from neurondeploy.errors import PlanError
-from neurondeploy.planner.before_apply import before_apply
+from neurondeploy.planner.before_apply import Step, before_apply, note
 from neurondeploy.planner.checks import Finding, refuse_errors
 from neurondeploy.planner.context import plan_context
 from neurondeploy.planner.cost import Cost, plan_cost
@@ -30,7 +30,7 @@ from neurondeploy.resources.validation import validate_request
 from neurondeploy.specs import LoadedSpec, load_spec
 from neurondeploy.wheel import constraints_for, toolkit_identity
 
-PLAN_FORMAT = 1
+PLAN_FORMAT = 2  # 2: before_apply became steps with their commands
 
 
 class PlannedRequest(BaseModel):
@@ -94,10 +94,15 @@ class Plan(BaseModel):
     shared: list[PlannedResource] = Field(default_factory=list)
     request_count: int
     validated_count: int
-    before_apply: list[str] = Field(
+    before_apply: list[Step] = Field(
         default_factory=list,
-        description="what must be true for apply to succeed: where the Neuron artifact comes from and what making it "
-        "costs, the Service Quotas the account needs, what apply uploads",
+        description="what must be true for apply to succeed, each with the commands that do it: where the Neuron "
+        "artifact comes from and what making it costs, the image to push, secrets, a gated model's licence, training "
+        "data, the Service Quotas the account needs, what apply uploads; with `plan --check`, each done or missing",
+    )
+    check_problems: list[str] | None = Field(
+        default=None,
+        description="with `plan --check`: what the preflight found missing that no step above names (one line each)",
     )
     after_apply: str | None = Field(
         default=None, description="what apply checks once the deployment is up (the smoke test), or why it cannot"
@@ -204,13 +209,13 @@ def build_plan(loaded: LoadedSpec, findings: list[Finding] | None = None) -> Pla
     planned = [_planned_resource(resource, loaded.spec.region) for resource in resources]
     requests = [r for resource in planned for r in resource.requests + resource.delete_requests]
     spec = loaded.spec
-    notes = before_apply(loaded)
+    notes = before_apply(loaded, resources)
     engine_config = None
     if getattr(spec, "engine", None) == "nxd-training":
         try:
             engine_config = nxd_training_config(spec, catalog.get_instance(spec.instance_type).neuron_cores)
         except PlanError as exc:
-            notes.append(f"NxD Training config not rendered: {exc.message} ({exc.hint})")
+            notes.append(note(f"NxD Training config not rendered: {exc.message} ({exc.hint})"))
     return Plan(
         name=spec.name,
         kind=spec.kind,

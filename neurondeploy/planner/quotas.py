@@ -61,6 +61,32 @@ class QuotaNeed:
         return f'"{self.quota_name}" ({self.service_code}{f" {code}" if code else ""})'
 
 
+CONSOLE_URL = "https://console.aws.amazon.com/servicequotas/home/services/{service}/quotas/{code}?region={region}"
+
+
+def increase_url(service: str, code: str, region: str) -> str:
+    return CONSOLE_URL.format(service=service, code=code, region=region)
+
+
+def increase_command(service: str, code: str, desired: int, region: str) -> str:
+    return (
+        f"aws service-quotas request-service-quota-increase --service-code {service} --quota-code {code} "
+        f"--desired-value {desired} --region {region}"
+    )
+
+
+def quota_command(need: QuotaNeed, region: str) -> str:
+    """The request for ``need``; a quota known only by name (SageMaker's) has its code looked up in the same line
+    (``list-aws-default-service-quotas`` lists every quota of the service, applied or not)."""
+    if need.quota_code:
+        return increase_command(need.service_code, need.quota_code, need.need, region)
+    lookup = (
+        f"$(aws service-quotas list-aws-default-service-quotas --service-code {need.service_code} --region {region} "
+        f"--query \"Quotas[?QuotaName=='{need.quota_name}'].QuotaCode\" --output text)"
+    )
+    return increase_command(need.service_code, lookup, need.need, region)
+
+
 def sagemaker_quota_name(instance: catalog.InstanceType, use: str) -> str:
     return f"{instance.sagemaker_name} {SAGEMAKER_USES[use]}"
 

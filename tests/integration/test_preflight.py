@@ -4,6 +4,7 @@ any Create* request (the emulator holds no job, endpoint or neurondeploy bucket 
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -12,6 +13,7 @@ from support.account import provision
 from support.cli import run_cli
 from support.sagemaker import push_image
 
+from integration.test_quotas import quotas  # noqa: F401 (a fixture)
 from neurondeploy.engine.state import StateStore
 
 pytestmark = pytest.mark.integration
@@ -149,3 +151,69 @@ def test_apply_refuses_without_the_permissions_boundary(sagemaker_world, tmp_pat
     assert "permissions boundary" in line and "file://infra/iam-boundary.json" in line
     nothing_started(aws, state)
     assert [r for r in iam.list_roles()["Roles"] if r["Path"] == "/neurondeploy/"] == []
+
+
+QUOTAS = (
+    ("L-0000000A", "ml.trn1.32xlarge for training job usage"),
+    ("L-0000000B", "ml.inf2.8xlarge for endpoint usage"),
+)
+
+
+def _steps(done) -> dict[str, dict]:
+    plan = json.loads(done.stdout)
+    return {step["check"]: step for step in plan["before_apply"] if step["check"]}, plan
+
+
+def test_plan_check_lists_what_is_missing_with_its_command_then_done_once_made(aws, quotas, tmp_path, monkeypatch):
+    """`plan --check` of the vLLM Neuron template, in an empty account: the wrapper image, the token secret, both
+    quotas (the compile job's and the endpoint's) and compile --remote's model are missing, each with the command
+    that makes it; the licence is not checked (it lives in a Hugging Face account). Once each exists (pushed, created,
+    raised, built into the compile cache by the job's own last step), each is done and the exit is 0. Read-only."""
+    from neurondeploy.compiler.llm_export import build_into_cache
+    from neurondeploy.ops.compile_remote import llm_export
+    from neurondeploy.specs import load_spec
+
+    monkeypatch.setenv("NEURONDEPLOY_CACHE_DIR", str(tmp_path / "job-cache"))  # the job's own, empty, local cache
+    spec = _vllm_neuron(tmp_path, compile_at_start=False)
+    for code, name in QUOTAS:
+        quotas.default("sagemaker", code, name, 0)
+    done = run_cli("plan", str(spec), "--check", "--json")
+    assert done.returncode == 2 and "5 missing before apply" in done.stderr, done.stderr
+    steps, plan = _steps(done)
+    assert steps["image"]["status"] == "missing" and "is not in ECR" in steps["image"]["detail"]
+    assert any(c.startswith("docker build -f infra/hf-secrets/Dockerfile") for c in steps["image"]["commands"])
+    assert steps["image"]["commands"][-1] == f"docker push {steps['image']['subject']}"
+    assert steps["secret"]["status"] == "missing"
+    assert steps["secret"]["commands"] == [
+        "aws secretsmanager create-secret --name hf-token --secret-string file://VALUE --region us-east-1"
+    ]
+    assert steps["compiled"]["status"] == "missing" and steps["compiled"]["commands"] == [
+        f"neurondeploy compile {spec} --remote"
+    ]
+    quota_steps = [s for s in plan["before_apply"] if s["check"] == "quota"]
+    assert len(quota_steps) == 2 and all(s["status"] == "missing" for s in quota_steps)
+    assert all("request-service-quota-increase" in s["commands"][0] for s in quota_steps)
+    assert steps["licence"]["status"] == "not checked" and steps["boundary"]["status"] == "done"
+    nothing_started(aws, tmp_path / "no-state.db")
+
+    _push_wrapper(aws, spec)
+    provision(aws, spec)  # the secret
+    for code, name in QUOTAS:
+        quotas.default("sagemaker", code, name, 1)
+    loaded = load_spec(spec)
+    cache_uri = "s3://neurondeploy-123456789012-us-east-1/compile-cache"
+    aws.client("s3").create_bucket(Bucket="neurondeploy-123456789012-us-east-1")
+
+    def build(directory):
+        (directory / "model").mkdir(parents=True)
+        (directory / "model" / "config.json").write_text("{}")
+        return {}
+
+    assert build_into_cache(llm_export(loaded, cache_uri).key, cache_uri, build) == 0
+    done = run_cli("plan", str(spec), "--check", "--json")
+    assert done.returncode == 0, done.stderr
+    steps, plan = _steps(done)
+    checked = [s for s in plan["before_apply"] if s["check"] and s["check"] != "licence"]
+    assert {s["check"] for s in checked} == {"image", "secret", "boundary", "compiled", "quota"}
+    assert all(s["status"] == "done" for s in checked), [(s["check"], s["status"], s["detail"]) for s in checked]
+    assert plan["check_problems"] == []

@@ -431,7 +431,7 @@ def test_the_trn2_template_plans_one_server_on_all_64_logical_cores_from_one_rel
     findings = " ".join(finding["text"] for finding in plan["findings"])
     assert "idle" not in findings and "does not fit" not in findings
     assert "loading needs about" in findings  # the budget a model built by compile --remote gets
-    assert any("runs a SageMaker job on ml.trn2.48xlarge" in line for line in plan["before_apply"])
+    assert any("runs a SageMaker job on ml.trn2.48xlarge" in step["what"] for step in plan["before_apply"])
     # no ml.trn2.48xlarge price is published: the EC2 one, said to be a lower bound
     assert "no ml.trn2.48xlarge price is catalogued" in json.dumps(plan["cost"]) and "lower bound" in json.dumps(
         plan["cost"]

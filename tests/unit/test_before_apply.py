@@ -19,7 +19,7 @@ FAKE_NEURON = Path(__file__).parents[1] / "fixtures" / "fake_neuron"
 
 def test_an_encoder_on_sagemaker_says_compile_remote_its_price_quotas_and_the_upload():
     loaded = load_spec(TEMPLATES / "minilm-sagemaker.yaml")
-    lines = build_plan(loaded).before_apply
+    lines = [step.what for step in build_plan(loaded).before_apply]
     price = catalog.price_per_hour(catalog.get_instance("ml.trn1.2xlarge"), platform="sagemaker")
     (job,) = [line for line in lines if "compile --remote" in line and "runs a SageMaker job" in line]
     assert "this machine has no Neuron SDK" in job and f"${price:,.2f}/hour" in job and "ml.trn1.2xlarge" in job
@@ -31,7 +31,7 @@ def test_an_encoder_on_sagemaker_says_compile_remote_its_price_quotas_and_the_up
 
 def test_with_the_neuron_sdk_here_the_artifact_is_compiled_here(monkeypatch):
     monkeypatch.syspath_prepend(str(FAKE_NEURON))  # torch_neuronx importable, as on a Neuron host
-    lines = build_plan(load_spec(TEMPLATES / "minilm-ec2-alb.yaml")).before_apply
+    lines = [step.what for step in build_plan(load_spec(TEMPLATES / "minilm-ec2-alb.yaml")).before_apply]
     assert any(line.startswith("the Neuron artifact: compiled here") for line in lines)
     assert not any("runs a SageMaker job" in line for line in lines)
     assert any("Running On-Demand Inf instances" in line and "vCPUs" in line for line in lines)
@@ -39,10 +39,14 @@ def test_with_the_neuron_sdk_here_the_artifact_is_compiled_here(monkeypatch):
 
 
 def test_an_llm_names_its_export_host_and_training_names_train():
-    llm = build_plan(load_spec(TEMPLATES / "llama3-8b-vllm-sagemaker.yaml")).before_apply
+    llm = [step.what for step in build_plan(load_spec(TEMPLATES / "llama3-8b-vllm-sagemaker.yaml")).before_apply]
     assert any(line.startswith("the exported model:") and "ml.trn1.32xlarge" in line for line in llm)
     training = build_plan(load_spec(TEMPLATES / "llama-pretrain-trn1-multinode.yaml")).before_apply
-    assert len(training) == 1 and "spot training job usage" in training[0] and "train checks it first" in training[0]
+    (quota,) = [step for step in training if step.check == "quota"]
+    assert "spot training job usage" in quota.what and "train checks it first" in quota.what
+    assert "request-service-quota-increase --service-code sagemaker" in quota.commands[0]
+    (channel,) = [step for step in training if step.check == "channel"]  # its data, with the command that puts it
+    assert channel.field == "inputs.train.s3_uri" and channel.commands[0].startswith("aws s3 sync DIR s3://")
 
 
 def test_plan_prints_them_before_the_resources():

@@ -154,7 +154,7 @@ def test_the_reference_engine_refuses_what_only_nxd_training_does(tmp_path):
 
 def test_plan_shows_the_launch_of_nxd_trainings_entry(tmp_path):
     plan = build_plan(load_spec(write(tmp_path, spec_of(EXAMPLES[1]))))
-    (line,) = [line for line in plan.before_apply if line.startswith("engine nxd-training: ")]
+    (line,) = [step.what for step in plan.before_apply if step.what.startswith("engine nxd-training: ")]
     assert "torchrun --nnodes 16 --nproc_per_node 32 training_orchestrator.py" in line, line
     assert "--config-name nxd-training-config.yaml --config-path ." in line, line
 

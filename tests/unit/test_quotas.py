@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from neurondeploy.aws.iam_policy import iam_action, scanned_calls
-from neurondeploy.engine.quotas import QuotaTooLow, increase_command, increase_url
+from neurondeploy.engine.quotas import QuotaTooLow
 from neurondeploy.planner.checks import PlanRefused
-from neurondeploy.planner.quotas import QuotaNeed, quota_needs
+from neurondeploy.planner.quotas import QuotaNeed, increase_command, increase_url, quota_needs
 from neurondeploy.specs import load_spec, parse_spec
 
 TEMPLATES = Path(__file__).parents[2] / "templates"
