@@ -12,10 +12,21 @@ from neurondeploy.serving.client import InvokeError, describe_answer, invoke, pa
 from neurondeploy.serving.llm.client import chat
 
 
+def say_target(target) -> None:
+    print(f"invoke: {target.describe()}", file=sys.stderr)
+
+
 def cmd_invoke(args) -> int:
     if args.chat is not None:
         return invoke_chat(args)
-    answer = invoke(args.target, parse_data(args.data), region=args.region, state_location=args.state)
+    answer = invoke(
+        args.target,
+        parse_data(args.data),
+        region=args.region,
+        state_location=args.state,
+        where=args.where,
+        on_target=say_target,
+    )
     if args.out:
         try:
             Path(args.out).write_text(json.dumps(answer) + "\n")
@@ -41,6 +52,8 @@ def invoke_chat(args) -> int:
         stream=not args.no_stream,
         region=args.region,
         state_location=args.state,
+        where=args.where,
+        on_target=say_target,
     )
     sys.stdout.write("\n")
     usage = answer.usage or {}

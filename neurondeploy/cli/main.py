@@ -372,6 +372,12 @@ def build_parser() -> argparse.ArgumentParser:
     invoke.add_argument("--max-tokens", type=int, help="--chat: most tokens to generate")
     invoke.add_argument("--temperature", type=float, help="--chat: 0 for greedy (default: the server's, 1.0)")
     invoke.add_argument("--no-stream", action="store_true", help="--chat: ask for the whole answer at once")
+    invoke.add_argument(
+        "--target",
+        dest="where",
+        choices=["local", "cloud"],
+        help="a spec or name: local (its apply --local endpoint, the default) or cloud (its endpoint in AWS)",
+    )
     invoke.add_argument("--region", help="for SageMaker endpoints (default: the spec's, or the AWS default)")
     invoke.add_argument(
         "--out", metavar="FILE", help="write the whole answer to FILE as JSON (a one-line summary on stderr)"

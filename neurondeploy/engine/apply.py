@@ -72,7 +72,8 @@ def training_job_artifacts(transport: AwsTransport, job: str) -> str:
     if status != "Completed" or not uri:
         raise ApplyError(
             f"model.training_job {job} is {status}, so it has no model artifacts to serve",
-            "wait for it to complete (`neurondeploy logs NAME --follow`), or name a completed job",
+            f"wait for it to complete (`neurondeploy logs {job} --region {transport.region} --follow`), or name a "
+            "completed job",
         )
     return uri
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from neurondeploy.aws.transport import AwsTransport
-from neurondeploy.ops.sagemaker_job import FINISHED, TrainingJobError, describe_job, recorded_training_job
+from neurondeploy.ops.sagemaker_job import FINISHED, TrainingJobError, describe_job, recorded_job
+from neurondeploy.resources.sagemaker_compile import COMPILE_SUFFIX
 from neurondeploy.training.logs import LOG_GROUP, LogTailer
 
 
@@ -24,14 +25,16 @@ def read_training_logs(
 ) -> LogsRead:
     """Every event of every host of deployment ``name``'s latest job (or of the job ``name`` in ``region`` when
     state does not know it), each to ``on_line``; ``follow`` keeps polling until the job ends."""
-    if state.get(name) is not None:
-        deployment, job_name = recorded_training_job(state, name)
+    if state.get(name) is not None or state.get(f"{name}{COMPILE_SUFFIX}") is not None:
+        deployment, job_name = recorded_job(state, name)
         region = deployment.region
     elif region:
         job_name = name
     else:
+        known = ", ".join(state.names()) or "none"
         raise TrainingJobError(
-            f"no state for deployment {name}", "pass --region to read the logs of the training job of that name"
+            f"no state for deployment {name}",
+            f"known: {known}; or pass --region to read the logs of the SageMaker job of that name",
         )
     transport = AwsTransport(region, wait_delay_s=wait_delay_s)
     job = describe_job(transport, job_name)

@@ -20,6 +20,8 @@ from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.state import DeploymentState, StateStore
 from neurondeploy.errors import NeurondeployError
 from neurondeploy.resources.model import Resource
+from neurondeploy.resources.sagemaker_compile import COMPILE_SUFFIX
+from neurondeploy.resources.sagemaker_compile import JOB_RESOURCE as COMPILE_JOB_RESOURCE
 from neurondeploy.training.logs import LogTailer
 
 EXIT_JOB_FAILED = 9  # the job ended Failed (its FailureReason is printed); as a failed script in train --local
@@ -146,22 +148,25 @@ def status_line(job: dict) -> str:
     return text + (f" ({job['FailureReason']})" if job.get("FailureReason") else "")
 
 
-def recorded_training_job(state: StateStore, name: str) -> tuple[DeploymentState, str]:
-    """Deployment ``name`` of ``state`` and its latest training job; refused when it is no training deployment."""
+def recorded_job(state: StateStore, name: str) -> tuple[DeploymentState, str]:
+    """The latest SageMaker job ``name`` records: a training deployment's run, a compile deployment's
+    (``<name>-compile``) job, or, for an endpoint's name, the job compile --remote ran for it: every job `status`
+    shows, `logs` and `stop` find."""
     deployment = state.get(name)
-    if deployment is None:
+    compile_deployment = state.get(f"{name}{COMPILE_SUFFIX}")
+    if deployment is None and compile_deployment is None:
         raise TrainingJobError(f"no state for deployment {name}", f"known: {', '.join(state.names()) or 'none'}")
-    if deployment.kind != "training":
+    for candidate in (deployment, compile_deployment):
+        for resource in (TRAINING_JOB_RESOURCE, COMPILE_JOB_RESOURCE):
+            job_name = recorded_job_name(candidate, resource)
+            if job_name is not None:
+                return candidate, job_name
+    if deployment is not None and deployment.kind != "training":
         raise TrainingJobError(
-            f"{name} is an {deployment.kind} deployment, not a training one",
-            f"neurondeploy destroy {name} removes endpoints",
+            f"{name} is an {deployment.kind} deployment with no SageMaker job recorded (compile --remote starts one)",
+            f"neurondeploy status {name} shows its endpoint; neurondeploy destroy {name} removes it",
         )
-    job_name = recorded_job_name(deployment)
-    if job_name is None:
-        raise TrainingJobError(
-            f"deployment {name} has no training job recorded", "start one with neurondeploy train SPEC"
-        )
-    return deployment, job_name
+    raise TrainingJobError(f"deployment {name} has no job recorded", "start one with neurondeploy train SPEC")
 
 
 # --- start or attach ------------------------------------------------------------------------------------

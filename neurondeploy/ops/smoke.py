@@ -88,6 +88,16 @@ def _served_values(answer: Any, manifest: Manifest) -> tuple[list[float], list[f
     return served, wanted
 
 
+def logs_of(target: str) -> str:
+    """Where an endpoint's own log is: a SageMaker endpoint's in CloudWatch (/aws/sagemaker/Endpoints/NAME,
+    https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html); a local one's is its server's output."""
+    if target.startswith("sagemaker:"):
+        return f"`aws logs tail /aws/sagemaker/Endpoints/{target.split(':', 1)[1]} --follow`"
+    if target.startswith(("http://127.", "http://localhost")):
+        return "the local server's output"
+    return "the instances' journal: `journalctl -u neurondeploy` over SSM Session Manager"
+
+
 def judge(answer: Any, manifest: Manifest, where: str) -> str:
     """The line saying the answer matches the compile-time reference; raises :class:`SmokeTestFailed` if not."""
     described = describe_answer(answer)
@@ -100,7 +110,7 @@ def judge(answer: Any, manifest: Manifest, where: str) -> str:
         raise SmokeTestFailed(
             f"smoke test: {where} answered {described[:120]}, not the model's answer "
             f"({manifest.task}, {len(manifest.smoke.output)} values)",
-            f"check the endpoint's model and logs (`neurondeploy logs SPEC`); {SKIP_HINT}",
+            f"check the endpoint's model and logs ({logs_of(where)}); {SKIP_HINT}",
         )
     served, expected = paired
     difference = max(abs(got - want) for got, want in zip(served, expected))
@@ -131,7 +141,7 @@ def smoke_llm(target: str, region: str | None = None) -> str:
     if not answer.text.strip():
         raise SmokeTestFailed(
             f"smoke test: {target} answered an empty completion to {SMOKE_PROMPT!r} ({answer.finish_reason})",
-            f"check the endpoint's logs (`neurondeploy logs SPEC`); {SKIP_HINT}",
+            f"check the endpoint's logs ({logs_of(target)}); {SKIP_HINT}",
         )
     return f"smoke test passed: {target} completed {SMOKE_PROMPT!r} with {answer.text[:60]!r} (model {answer.model})"
 

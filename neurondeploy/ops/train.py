@@ -34,8 +34,8 @@ from neurondeploy.ops.sagemaker_job import (
     exit_code_of,
     job_summary,
     new_run_id,
+    recorded_job,
     recorded_job_name,
-    recorded_training_job,
     start_or_attach,
     status_line,
     wait_for_job,
@@ -232,7 +232,7 @@ class StoppedJob:
 
 def stop_training_job(state, name: str, *, wait_delay_s: float, on_event: Callable[[str], None]) -> StoppedJob:
     """StopTrainingJob on deployment ``name``'s job, then wait until it has stopped."""
-    deployment, job_name = recorded_training_job(state, name)
+    deployment, job_name = recorded_job(state, name)
     transport = AwsTransport(deployment.region, wait_delay_s=wait_delay_s)
     job = describe_job(transport, job_name)
     if job is None:

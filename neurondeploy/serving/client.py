@@ -1,8 +1,11 @@
 """`invoke`: send one request to a running endpoint, wherever it runs.
 
 TARGET is a URL (``http://127.0.0.1:8080``: POST <url>/invocations), ``sagemaker:<endpoint name>``
-(sagemaker-runtime InvokeEndpoint), or an inference spec file: its SageMaker endpoint, or for EC2 its
-Route 53 name over HTTPS (or HTTP without TLS).
+(sagemaker-runtime InvokeEndpoint), an inference spec file or a deployment name. A spec (or name) means its local
+endpoint (`apply --local`) when one runs; its cloud one (the SageMaker endpoint, or for EC2 its Route 53 name over
+HTTPS, else its load balancer) only when asked with ``where="cloud"`` (``--target cloud``): a local endpoint that
+stopped never turns a test request into a paid one, or into a credentials error, silently. Every resolved target
+says what it is (:meth:`Target.describe`), and the CLI prints it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 from neurondeploy.aws.transport import AwsCallError, AwsTransport, default_region
 from neurondeploy.engine.state_s3 import open_state
 from neurondeploy.errors import AwsRequestError, NeurondeployError
-from neurondeploy.serving.running import running_url
+from neurondeploy.serving.running import recorded_url, running_url
 from neurondeploy.specs import InferenceSpec, load_spec
 
 SAGEMAKER_PREFIX = "sagemaker:"
@@ -31,6 +34,12 @@ class Target:
     kind: str  # "http" | "sagemaker"
     address: str  # URL or endpoint name
     region: str | None = None
+    what: str = ""  # "the local endpoint of NAME (apply --local)", "deployment NAME's load balancer", ...
+
+    def describe(self) -> str:
+        where = f"SageMaker endpoint {self.address} in {self.region or 'the default region'}"
+        where = self.address if self.kind == "http" else where
+        return f"{where} ({self.what})" if self.what else where
 
 
 def parse_data(data: str) -> bytes:
@@ -58,7 +67,8 @@ def parse_data(data: str) -> bytes:
         return json.dumps({"inputs": data}).encode()
 
 
-def resolve_target(target: str, state_location: str | None = None) -> Target:
+def resolve_target(target: str, state_location: str | None = None, where: str | None = None) -> Target:
+    """``where``: None (a spec or name means its running local endpoint), "local" or "cloud"."""
     if target.startswith(("http://", "https://")):
         return Target("http", target.rstrip("/"))
     if target.startswith(SAGEMAKER_PREFIX):
@@ -67,17 +77,20 @@ def resolve_target(target: str, state_location: str | None = None) -> Target:
         spec = load_spec(target).spec
         if not isinstance(spec, InferenceSpec):
             raise InvokeError(f"{target} is a training spec", "invoke an inference deployment")
-        local = running_url(spec.name)
-        if local:  # `apply --local` of this spec serves now: that is the endpoint meant
-            return Target("http", local)
-        if spec.deployment.platform == "sagemaker":
-            return Target("sagemaker", spec.name, spec.region)  # the endpoint is named after the deployment
+        local = _local(spec.name, where, f"neurondeploy apply {target} --local", spec.deployment.platform)
+        if local is not None:
+            return local
+        if spec.deployment.platform == "sagemaker":  # the endpoint is named after the deployment
+            return Target("sagemaker", spec.name, spec.region, f"deployment {spec.name}, from {target}")
         if spec.dns_url:
-            return Target("http", spec.dns_url)
+            return Target("http", spec.dns_url, what=f"deployment {spec.name}'s DNS name, from {target}")
         raise InvokeError(
             f"{target} has no dns name; its load balancer's address is known only after apply",
-            "give the load balancer's URL as TARGET",
+            f"give the load balancer's URL as TARGET, or the deployment's name after apply ({spec.name})",
         )
+    # a name: its local endpoint when one runs; one that was announced and stopped is refused, not replaced
+    if where == "local" or (where is None and (running_url(target) or recorded_url(target))):
+        return _local(target, where, "its `neurondeploy apply SPEC --local`", None)
     deployed = _from_state(target, state_location)
     if deployed is not None:
         return deployed
@@ -85,6 +98,24 @@ def resolve_target(target: str, state_location: str | None = None) -> Target:
         f"{target!r} is not a URL, sagemaker:<endpoint>, a spec file or a deployment in state",
         "e.g. http://127.0.0.1:8080, sagemaker:my-endpoint, templates/minilm-sagemaker.yaml, or a name "
         "`neurondeploy status` lists",
+    )
+
+
+def _local(name: str, where: str | None, start: str, platform: str | None) -> Target | None:
+    """A spec's running local endpoint; None when the cloud one is asked for; else refused, with both ways on."""
+    if where == "cloud":
+        return None
+    url = running_url(name)
+    if url:
+        return Target("http", url, what=f"the local endpoint of {name}, apply --local")
+    raise _no_local(name, start, platform)
+
+
+def _no_local(name: str, start: str, platform: str | None) -> InvokeError:
+    cloud = {"sagemaker": "its SageMaker endpoint", "ec2": "its load balancer"}.get(platform or "", "its deployment")
+    return InvokeError(
+        f"no local endpoint of {name} runs on this machine; nothing was sent",
+        f"start one with `{start}`, or add --target cloud to invoke {cloud} in AWS",
     )
 
 
@@ -103,21 +134,35 @@ def deployment_target(deployment, spec: dict | None = None) -> Target:
     for resource in deployment.resources.values():
         for request in resource.create_requests:
             if request.get("operation") == "CreateEndpoint":
-                return Target("sagemaker", request["params"]["EndpointName"], deployment.region)
+                return Target("sagemaker", request["params"]["EndpointName"], deployment.region, f"deployment {name}")
     spec = spec if spec is not None else json.loads(deployment.spec_json or "{}")
     if spec.get("dns"):
         scheme = "https" if (spec.get("tls") or {}).get("enabled") else "http"
-        return Target("http", f"{scheme}://{spec['dns']['record_name']}")
+        return Target("http", f"{scheme}://{spec['dns']['record_name']}", what=f"deployment {name}'s DNS name")
     alb = deployment.resources.get("alb")
     if alb and alb.outputs.get("DNSName"):
-        return Target("http", f"http://{alb.outputs['DNSName']}")
+        return Target("http", f"http://{alb.outputs['DNSName']}", what=f"deployment {name}'s load balancer")
     raise InvokeError(
         f"deployment {name} has no endpoint or load balancer recorded yet", "run `neurondeploy apply` for it first"
     )
 
 
-def invoke(target: str, body: bytes, region: str | None = None, state_location: str | None = None) -> Any:
-    resolved = resolve_target(target, state_location)
+def invoke(
+    target: str,
+    body: bytes,
+    region: str | None = None,
+    state_location: str | None = None,
+    where: str | None = None,
+    on_target=None,
+) -> Any:
+    """``on_target(Target)`` hears where the request goes, before it is sent."""
+    resolved = resolve_target(target, state_location, where)
+    if on_target is not None:
+        on_target(resolved)
+    return send(resolved, body, region)
+
+
+def send(resolved: Target, body: bytes, region: str | None = None) -> Any:
     if resolved.kind == "http":
         return _invoke_http(resolved.address, body)
     return _invoke_sagemaker(resolved.address, body, region or resolved.region)

@@ -31,6 +31,14 @@ def announced(name: str, url: str) -> Iterator[Path]:
                 path.unlink()
 
 
+def recorded_url(name: str) -> str | None:
+    """The URL ``name``'s local endpoint was announced at, running or not (a killed run leaves its record)."""
+    try:
+        return json.loads(record_path(name).read_text()).get("url")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def running_url(name: str) -> str | None:
     """The URL of ``name``'s local endpoint if a process serving it is alive, else None."""
     try:

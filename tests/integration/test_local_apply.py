@@ -126,9 +126,10 @@ def test_invoke_targets_resolve_from_urls_endpoints_and_specs(tmp_path):
         "sagemaker",
         "my-endpoint",
     )
-    spec = resolve_target(str(REPO / "templates" / "minilm-sagemaker.yaml"))
+    spec = resolve_target(str(REPO / "templates" / "minilm-sagemaker.yaml"), where="cloud")
     assert (spec.kind, spec.address, spec.region) == ("sagemaker", "minilm-embed", "us-east-1")
-    assert resolve_target(str(REPO / "templates" / "minilm-ec2-alb.yaml")).address == "https://embed.example.com"
+    ec2 = str(REPO / "templates" / "minilm-ec2-alb.yaml")
+    assert resolve_target(ec2, where="cloud").address == "https://embed.example.com"
     with pytest.raises(InvokeError, match="not a URL, sagemaker:<endpoint>, a spec file or a deployment in state"):
         resolve_target("nowhere", str(tmp_path / "state.db"))
 

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import tarfile
+import time
 
 import pytest
 from support.cli import run_cli
@@ -189,3 +190,32 @@ def test_compile_remote_shows_the_job_and_its_price_and_asks_first(sagemaker_wor
     # status shows the compile job (it said "none recorded (neurondeploy train SPEC starts one)")
     status = run_cli("status", "--state", state, env=env)
     assert f"job {job['TrainingJobName']}" in status.stdout and "none recorded" not in status.stdout, status.stdout
+
+
+def test_logs_finds_the_compile_job_by_its_deployment_and_by_the_endpoints_name(sagemaker_world, tmp_path):
+    """The job `status` shows is the one `logs` reads: `logs NAME-compile` (what compile --remote's errors name)
+    and `logs NAME` (the endpoint's name, before any apply) print the compile job's lines; a name state does not
+    know says which names it does."""
+    from .test_training_job import LOG_GROUP
+
+    aws = sagemaker_world
+    env = os.environ | {"NEURONDEPLOY_CACHE_DIR": str(tmp_path / "cache")}
+    state = str(tmp_path / "state.db")
+    started = run_cli("compile", str(TEMPLATE), "--remote", "--no-wait", "--yes", "--state", state, env=env)
+    assert started.returncode == 0, started.stderr
+    (job,) = aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
+    logs = aws.client("logs")
+    logs.create_log_group(logGroupName=LOG_GROUP)
+    stream = f"{job['TrainingJobName']}/algo-1-1700000000"
+    logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=stream)
+    logs.put_log_events(
+        logGroupName=LOG_GROUP,
+        logStreamName=stream,
+        logEvents=[{"timestamp": int(time.time() * 1000), "message": "neuronx-cc"}],
+    )
+    name = load_spec(TEMPLATE).spec.name
+    for asked in (f"{name}-compile", name):
+        read = run_cli("logs", asked, "--state", state, env=env)
+        assert read.returncode == 0 and "neuronx-cc" in read.stdout, (asked, read.stderr)
+    unknown = run_cli("logs", "nope", "--state", state, env=env)
+    assert unknown.returncode != 0 and f"known: {name}-compile" in unknown.stderr

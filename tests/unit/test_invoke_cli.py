@@ -5,6 +5,7 @@ loopback that records what reaches it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -79,15 +80,48 @@ def test_out_writes_the_whole_answer_to_a_file(endpoint, tmp_path):
 
 
 def test_a_spec_whose_local_endpoint_runs_is_invoked_there(tmp_path, monkeypatch):
-    from neurondeploy.serving.client import resolve_target
+    from neurondeploy.serving.client import InvokeError, resolve_target
     from neurondeploy.serving.running import announced, record_path
 
     monkeypatch.setenv("NEURONDEPLOY_CACHE_DIR", str(tmp_path))
     spec = str(Path(__file__).parents[2] / "templates" / "minilm-sagemaker.yaml")
-    assert resolve_target(spec).kind == "sagemaker"
     with announced("minilm-embed", "http://127.0.0.1:8123"):
-        assert (resolve_target(spec).kind, resolve_target(spec).address) == ("http", "http://127.0.0.1:8123")
-    assert not record_path("minilm-embed").exists() and resolve_target(spec).kind == "sagemaker"
-    # a record a killed run left behind (its process is gone) is not an endpoint
+        local = resolve_target(spec)
+        assert (local.kind, local.address) == ("http", "http://127.0.0.1:8123") and "apply --local" in local.describe()
+        assert resolve_target("minilm-embed").address == "http://127.0.0.1:8123"  # the name, too
+        cloud = resolve_target(spec, where="cloud")  # asked for: the endpoint in AWS, even while the local one runs
+        assert (
+            cloud.describe() == f"SageMaker endpoint minilm-embed in us-east-1 (deployment minilm-embed, from {spec})"
+        )
+    assert not record_path("minilm-embed").exists()
+    with pytest.raises(InvokeError, match="no local endpoint of minilm-embed runs on this machine"):
+        resolve_target(spec)
+    # a record a killed run left behind (its process is gone) is not an endpoint, and not a reason to go to AWS
     record_path("minilm-embed").write_text('{"url": "http://127.0.0.1:8123", "pid": 999999999}')
-    assert resolve_target(spec).kind == "sagemaker"
+    for target in (spec, "minilm-embed"):
+        with pytest.raises(InvokeError) as refused:
+            resolve_target(target)
+        assert "add --target cloud" in refused.value.one_line()
+
+
+def test_invoke_spec_without_a_local_endpoint_sends_nothing_and_names_both_ways(endpoint, tmp_path):
+    """Through the CLI, AWS pointed at a recording server: one line with the fix, no request to AWS; with
+    --target cloud, the request goes to the SageMaker endpoint, and invoke says so first."""
+    url, received = endpoint
+    spec = str(Path(__file__).parents[2] / "templates" / "minilm-sagemaker.yaml")
+    env = {
+        **os.environ,
+        "NEURONDEPLOY_CACHE_DIR": str(tmp_path),
+        "AWS_ENDPOINT_URL": url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    command = [sys.executable, "-m", "neurondeploy.cli", "invoke", spec, "--data", "hello"]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert refused.returncode == 4 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "no local endpoint of minilm-embed" in refused.stderr and "--target cloud" in refused.stderr
+    assert f"neurondeploy apply {spec} --local" in refused.stderr
+    assert received == []  # nothing reached AWS
+    cloud = subprocess.run([*command, "--target", "cloud"], capture_output=True, text=True, timeout=120, env=env)
+    assert "invoke: SageMaker endpoint minilm-embed in us-east-1" in cloud.stderr.splitlines()[0], cloud.stderr
+    assert len(received) == 1 and json.loads(received[0]) == {"inputs": "hello"}  # InvokeEndpoint's body

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from neurondeploy.serving.client import TIMEOUT_S, InvokeError, invoke, resolve_target
+from neurondeploy.serving.client import TIMEOUT_S, InvokeError, resolve_target, send
 
 
 @dataclass
@@ -43,14 +43,19 @@ def chat(
     stream: bool = True,
     region: str | None = None,
     state_location: str | None = None,
+    where: str | None = None,
+    on_target=None,
 ) -> ChatAnswer:
-    resolved = resolve_target(target, state_location)
+    """``where`` and ``on_target`` as :func:`neurondeploy.serving.client.invoke` takes them."""
+    resolved = resolve_target(target, state_location, where)
+    if on_target is not None:
+        on_target(resolved)
     if resolved.kind == "http" and stream:
         return _stream_http(
             resolved.address, chat_body(text, stream=True, max_tokens=max_tokens, temperature=temperature), on_text
         )
     body = chat_body(text, stream=False, max_tokens=max_tokens, temperature=temperature)
-    answer = invoke(target, json.dumps(body).encode(), region=region, state_location=state_location)
+    answer = send(resolved, json.dumps(body).encode(), region)
     try:
         choice = answer["choices"][0]
         content = choice["message"]["content"]
