@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from neurondeploy.cli.confirm import confirm
 from neurondeploy.cli.options import open_state_of, transport_for
-from neurondeploy.cli.output import console_err, print_json
+from neurondeploy.cli.output import console_err, dollars, print_json
 from neurondeploy.engine.destroy import destroy
 from neurondeploy.engine.drift import drift
 from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.importer import import_deployment
 from neurondeploy.engine.state import DeploymentLocked
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.ops.train import training_job_status
+from neurondeploy.ops.status import deployment_status
 from neurondeploy.resources.sagemaker_compile import COMPILE_SUFFIX
 
 
@@ -70,42 +70,46 @@ def cmd_status(args) -> int:
         deployment = state.get(name)
         if deployment is None:
             raise NeurondeployError(f"no state for deployment {name}", f"known: {', '.join(state.names()) or 'none'}")
-        item = {
-            "name": name,
-            "region": deployment.region,
-            "kind": deployment.kind,
-            "spec_sha256": deployment.spec_digest,
-            "resources": [
-                {"name": r.name, "type": r.type, "complete": r.complete, "outputs": r.outputs}
-                for r in deployment.resources.values()
-            ],
-        }
-        if deployment.kind == "training":  # the job's live state, from DescribeTrainingJob
-            item["training_job"] = training_job_status(deployment, args.wait_delay_s)
-        data.append(item)
+        data.append(deployment_status(deployment, args.wait_delay_s))
     if args.json:
         print_json(data)
-    else:
-        for item in data:
-            incomplete = [r["name"] for r in item["resources"] if not r["complete"]]
-            print(
-                f"{item['name']} ({item['kind']}, {item['region']}): {len(item['resources'])} resources"
-                + (f", incomplete: {', '.join(incomplete)} (run apply again)" if incomplete else "")
-            )
-            for resource in item["resources"]:
-                ident = next(iter(resource["outputs"].values()), "") if resource["outputs"] else ""
-                print(f"  {resource['name']:28} {resource['type']:40} {ident}")
-            if item["kind"] == "training":
-                job = item["training_job"]
-                if job is None:
-                    starts = "compile SPEC --remote" if item["name"].endswith(COMPILE_SUFFIX) else "train SPEC"
-                    print(f"  job: none recorded (neurondeploy {starts} starts one)")
-                elif "error" in job:
-                    print(f"  job {job['job_name']}: status unavailable: {job['error']}")
-                else:
-                    started = f", started {job['training_start']:%Y-%m-%d %H:%M:%S %Z}" if job["training_start"] else ""
-                    print(f"  job {job['line']}{started}")
+        return 0
+    for item in data:
+        _print_status(item, args.resources)
+    if not data:
+        print("no deployments in this state")
     return 0
+
+
+def _print_status(item: dict, resources: bool) -> None:
+    incomplete = [r["name"] for r in item["resources"] if not r["complete"]]
+    print(f"{item['name']} ({item['kind']}, {item['region']})")
+    if item["url"]:
+        print(f"  url:     {item['url']}" + (f"  (invoke {item['invoke']})" if item["invoke"] != item["url"] else ""))
+    if item["kind"] == "training":
+        job = item["training_job"]
+        if job is None:
+            starts = "compile SPEC --remote" if item["name"].endswith(COMPILE_SUFFIX) else "train SPEC"
+            print(f"  job:     none recorded (neurondeploy {starts} starts one)")
+        elif "error" in job:
+            print(f"  job:     {job['job_name']}: status unavailable: {job['error']}")
+        else:
+            print(f"  job:     {job['line']}")
+    else:
+        print(f"  health:  {item['health']}")
+    spent = f" (this run: ${item['cost_usd']:,.2f})" if item.get("cost_usd") is not None else ""
+    print(f"  cost:    {dollars(item['hourly_usd'])}{spent}")
+    if item["age"]:
+        print(f"  age:     {item['age']} (created {item['created']})")
+    print(f"  changed: {item['last_change']} (last apply)")
+    what = f"  {len(item['resources'])} resources"
+    if incomplete:
+        what += f", incomplete: {', '.join(incomplete)} (run apply again)"
+    print(what + ("" if resources else " (--resources lists them)"))
+    if resources:
+        for resource in item["resources"]:
+            ident = next(iter(resource["outputs"].values()), "") if resource["outputs"] else ""
+            print(f"    {resource['name']:28} {resource['type']:40} {ident}")
 
 
 def cmd_drift(args) -> int:

@@ -340,9 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
     _state_options(import_)
     import_.set_defaults(handler="deploy:cmd_import")
 
-    status = commands.add_parser("status", help="what state records for a deployment (or all)")
+    status = commands.add_parser(
+        "status", help="a deployment's URL, health, $/hour, age and last change (or every deployment's)"
+    )
     status.add_argument("name", metavar="NAME", nargs="?")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--resources", action="store_true", help="also list every resource and its id")
+    status.add_argument("--json", action="store_true", help="everything, resources included, as JSON")
     _state_options(status)
     status.set_defaults(handler="deploy:cmd_status")
 

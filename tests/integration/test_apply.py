@@ -80,6 +80,15 @@ def test_apply_creates_everything_reapply_sends_nothing_destroy_leaves_nothing(w
     assert (
         resolve_target(NAME, str(tmp_path / "state.db")).address == "https://embed.example.com"
     )  # `invoke minilm-web`
+    # status: the DNS name, the target group's health as the load balancer sees it, $/hour, age
+    from neurondeploy.ops.status import deployment_status
+
+    shown = deployment_status(state.get(NAME), wait_delay_s=0)
+    targets = aws.client("elbv2").describe_target_health(TargetGroupArn=group["TargetGroupArn"])
+    states = [t["TargetHealth"]["State"] for t in targets["TargetHealthDescriptions"]]
+    assert shown["url"] == "https://embed.example.com" and shown["hourly_usd"] > 0
+    assert shown["health"].startswith(f"{states.count('healthy')}/{len(states)} targets healthy")
+    assert shown["age"] == "0 min" and shown["created"] and shown["last_change"]
 
     again, second = apply_once(loaded, state, artifact)
     print(f"fresh apply: {len(first.mutating_calls())} mutating calls; re-apply: {len(second.mutating_calls())}")

@@ -189,7 +189,8 @@ def test_compile_remote_shows_the_job_and_its_price_and_asks_first(sagemaker_wor
     (job,) = aws.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
     # status shows the compile job (it said "none recorded (neurondeploy train SPEC starts one)")
     status = run_cli("status", "--state", state, env=env)
-    assert f"job {job['TrainingJobName']}" in status.stdout and "none recorded" not in status.stdout, status.stdout
+    assert f"job:     {job['TrainingJobName']}" in status.stdout and "none recorded" not in status.stdout, status.stdout
+    assert "cost:    $0.00/hour" in status.stdout  # completed: no longer paid (not the endpoint's price)
 
 
 def test_logs_finds_the_compile_job_by_its_deployment_and_by_the_endpoints_name(sagemaker_world, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from support.account import provision
+from support.cli import run_cli
 from support.ec2_deployment import FaultyTransport, transport
 from support.sagemaker import (
     ACCOUNT,
@@ -58,6 +59,17 @@ def test_inf2_endpoint_with_our_container_applied_reapplied_and_destroyed(sagema
 
     target = resolve_target("minilm-embed", str(tmp_path / "state.db"))  # `invoke minilm-embed`: found in state
     assert (target.kind, target.address, target.region) == ("sagemaker", "minilm-embed", "us-east-1")
+    # status leads with where it answers, its health, $/hour, age and last change; the ids only when asked
+    shown = run_cli("status", "minilm-embed", "--state", str(tmp_path / "state.db"))
+    lines = shown.stdout.splitlines()
+    assert shown.returncode == 0 and lines[0] == "minilm-embed (inference, us-east-1)", shown.stdout + shown.stderr
+    url = "https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/minilm-embed/invocations"
+    assert lines[1] == f"  url:     {url}  (invoke sagemaker:minilm-embed)" and lines[2] == "  health:  InService"
+    price = catalog.price_per_hour(catalog.get_instance("ml.inf2.xlarge"), platform="sagemaker")
+    assert lines[3] == f"  cost:    ${price:,.2f}/hour" and lines[4].startswith("  age:     0 min (created 20")
+    assert lines[5].startswith("  changed: 20") and "(--resources lists them)" in lines[6] and len(lines) == 7
+    listed = run_cli("status", "minilm-embed", "--resources", "--state", str(tmp_path / "state.db")).stdout
+    assert "arn:aws:sagemaker:us-east-1:123456789012:endpoint/minilm-embed" in listed
 
     ctx, model_request, config_request = expected(loaded, artifact_s3_uri=artifact_uri_of(artifact))
     live = Live(aws, "minilm-embed")

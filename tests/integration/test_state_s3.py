@@ -129,4 +129,4 @@ def test_the_cli_takes_an_s3_state_location(state_uri, capsys):
     with store.lock("web", "us-east-1", "inference"):
         store.put_resource("web", resource("vpc"))
     assert main(["status", "web", "--state", state_uri]) == 0
-    assert "web (inference, us-east-1): 1 resources" in capsys.readouterr().out
+    assert "web (inference, us-east-1)\n" in (out := capsys.readouterr().out) and "  1 resources" in out

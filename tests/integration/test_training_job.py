@@ -375,7 +375,7 @@ def test_failed_job_exits_non_zero_with_its_reason(spec_file, tmp_path, aws, sim
     err = capsys.readouterr().err
     assert f"failure reason: {reason}" in err and "model artifacts" not in err
     assert run("status", NAME, state=state) == 0
-    line = [item for item in capsys.readouterr().out.splitlines() if item.strip().startswith("job ")]
+    line = [item for item in capsys.readouterr().out.splitlines() if item.strip().startswith("job:")]
     assert line and f"{job_of(state)}: Failed / Failed" in line[0] and reason in line[0]
 
 
@@ -422,7 +422,7 @@ def test_stop_stops_a_running_job_and_refuses_a_finished_one(spec_file, tmp_path
     state = tmp_path / "state.db"
     job_name = start_running_job(spec_file, state, sim)
     assert run("status", NAME, state=state) == 0
-    assert f"job {job_name}: InProgress / Starting" in capsys.readouterr().out
+    assert f"job:     {job_name}: InProgress / Starting" in capsys.readouterr().out
     assert run("stop", NAME, state=state) == 0
     err = capsys.readouterr().err
     assert sim.stops == [job_name]

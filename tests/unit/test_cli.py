@@ -90,5 +90,5 @@ def test_status_of_a_compile_deployment_with_no_job_says_compile_remote_starts_o
     result = run_cli("status", "--state", str(tmp_path / "state.db"))
     assert result.returncode == 0, result.stderr
     compile_part, training_part = result.stdout.split("tiny-lm (training")
-    assert "job: none recorded (neurondeploy compile SPEC --remote starts one)" in compile_part
-    assert "job: none recorded (neurondeploy train SPEC starts one)" in training_part
+    assert "job:     none recorded (neurondeploy compile SPEC --remote starts one)" in compile_part
+    assert "job:     none recorded (neurondeploy train SPEC starts one)" in training_part

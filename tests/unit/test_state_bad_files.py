@@ -205,7 +205,11 @@ def test_a_read_only_state_file_reads_but_refuses_writes(tmp_path, restore_modes
     before = hashlib.sha256(state.read_bytes()).hexdigest()
 
     shown = run_cli(["status", "web"], state)
-    assert shown.returncode == 0 and shown.stdout.startswith("web (inference, us-east-1): 3 resources"), shown.stderr
+    assert (
+        shown.returncode == 0
+        and shown.stdout.startswith("web (inference, us-east-1)\n")
+        and "  3 resources" in shown.stdout
+    ), shown.stderr
 
     refused = run_cli(["unlock", "web"], state)  # a write: the lock must be cleared
     assert refused.returncode == 5, refused.stderr
