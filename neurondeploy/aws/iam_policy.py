@@ -51,7 +51,7 @@ from neurondeploy.resources.tags import MANAGED_BY, MANAGED_BY_TAG
 from neurondeploy.specs.common import ROLE_ARN_PATTERN, DnsSpec
 
 PACKAGE = Path(__file__).resolve().parents[1]
-SCANNED = ("resources", "aws", "engine", "compiler", "serving", "training")
+SCANNED = ("resources", "aws", "engine", "compiler", "serving", "training", "ops")
 # IAM's service prefixes where they differ from the boto3 client name.
 IAM_PREFIX = {
     "elbv2": "elasticloadbalancing",
@@ -67,6 +67,7 @@ S3_ACTIONS = {
     "PutPublicAccessBlock": "PutBucketPublicAccessBlock",
     "PutBucketLifecycleConfiguration": "PutLifecycleConfiguration",
     "DeleteObjects": "DeleteObject",
+    "ListObjectVersions": "ListBucketVersions",
 }
 # Calls made where the workload runs, with its own role (which the plan grants exactly these), never by whoever
 # runs neurondeploy: reading {secret: ARN} container env values at container start.
@@ -84,6 +85,9 @@ IMPLIED = {
     "autoscaling:StartInstanceRefresh": LAUNCHES_INSTANCES,
     "ec2:CreateFlowLogs": ("logs:CreateLogDelivery", "s3:GetBucketPolicy", "s3:PutBucketPolicy"),
     "ec2:DeleteFlowLogs": ("logs:DeleteLogDelivery",),
+    # a delete naming a VersionId (destroy removes every version in the versioned shared bucket) is authorized as
+    # s3:DeleteObjectVersion (https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObject.html, Permissions)
+    "s3:DeleteObject": ("s3:DeleteObjectVersion",),
 }
 OWNERSHIP_CONDITION = {MANAGED_BY_TAG: MANAGED_BY}
 # The services neurondeploy hands its roles to: EC2 (the instance profile) and SageMaker (execution roles).

@@ -34,15 +34,23 @@ def cmd_destroy(args) -> int:
     )
     confirm(args, console, f"destroy {args.name}")
     executor = Executor(transport, state, on_event=lambda message: console.print(f"  {message}"))
-    report = destroy(args.name, executor, transport, state)
+    report = destroy(args.name, executor, transport, state, keep_artifacts=args.keep_artifacts)
     for leftover in report.remaining:
         console.print(f"[red]still present[/]: {leftover.type} {leftover.id} {leftover.detail}")
     for problem in report.errors:
         console.print(f"[red]failed[/]: {problem}")
+    objects = report.objects
+    stored = f", {objects.deleted} objects deleted from s3://{objects.bucket}/{objects.prefix}" if objects else ""
     console.print(
         f"{args.name}: {len(report.deleted)} recorded resources deleted, {len(report.swept)} found by tag sweep and "
-        f"deleted, {len(report.remaining)} remaining"
+        f"deleted{stored}, {len(report.remaining)} remaining"
     )
+    if objects and objects.kept:
+        why = "--keep-artifacts" if args.keep_artifacts else "the training job's results"
+        console.print(
+            f"kept {len(objects.kept)} objects under s3://{objects.bucket}/{objects.prefix} ({why}); remove them "
+            f"with `aws s3 rm --recursive s3://{objects.bucket}/{objects.prefix}`"
+        )
     if report.errors and not report.remaining:
         console.print("state keeps the deployment; run destroy again once the cause is fixed")
     return 0 if report.clean else 7

@@ -326,6 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     destroy.add_argument("name", metavar="NAME")
     destroy.add_argument("--region", help="needed only when the state has no record of the deployment")
     destroy.add_argument("--yes", action="store_true", help="do not ask before deleting (needed without a terminal)")
+    destroy.add_argument(
+        "--keep-artifacts",
+        action="store_true",
+        help="keep the deployment's objects in the shared bucket (artifact, wheel, sources, flow logs); by default "
+        "they go, every version, and a training job's output/ is kept",
+    )
     _state_options(destroy)
     destroy.set_defaults(handler="deploy:cmd_destroy")
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from neurondeploy.aws.errors import is_retryable
 from neurondeploy.aws.transport import AwsCallError, AwsTransport
+from neurondeploy.engine.bucket_objects import BucketCleanup, delete_deployment_objects
 from neurondeploy.engine.claims import release_claim, shared_bucket_of
 from neurondeploy.engine.executor import Executor
 from neurondeploy.engine.ownership import NEVER_ORPHANS, OwnedElsewhere
@@ -51,6 +52,7 @@ class DestroyReport:
     swept: list[Leftover]  # found by the sweep and deleted, in deletion order
     remaining: list[Leftover]  # found by the verification pass: still there
     errors: list[str] = field(default_factory=list)  # deletes that failed for good (what remains says the rest)
+    objects: BucketCleanup | None = None  # its objects in the shared bucket, once nothing else of it is left
 
     @property
     def clean(self) -> bool:
@@ -89,6 +91,7 @@ def destroy(
     retry_timeout_s: float = 600.0,
     poll_s: float = 5.0,
     on_event: Callable[[str], None] | None = None,
+    keep_artifacts: bool = False,
 ) -> DestroyReport:
     """Delete everything of deployment ``name`` (see the module doc). Never raises for a resource that will
     not go: it is in ``remaining`` (and ``errors``), and state keeps the deployment so destroy can run again.
@@ -149,13 +152,18 @@ def destroy(
         swept, remaining = sweep_and_verify()
     for leftover in remaining:
         say(f"still present: {leftover.type} {leftover.id} ({leftover.detail})")
+    objects = None
     if not remaining and not errors:  # nothing of it is left: the name is free for any state
         try:
-            if release_claim(transport, shared_bucket_of(transport), name, state.lineage):
+            bucket = shared_bucket_of(transport)
+            # before the claim goes: once released, another state may take the name and write under it
+            objects = delete_deployment_objects(transport, bucket, name, keep_artifacts=keep_artifacts)
+            errors += objects.errors
+            if release_claim(transport, bucket, name, state.lineage):
                 say(f"released the claim on {name}")
         except AwsCallError as exc:
             errors.append(f"releasing the claim on {name}: {exc.message}")
-    return DestroyReport(deleted, swept, remaining, errors)
+    return DestroyReport(deleted, swept, remaining, errors, objects)
 
 
 def sweep_leftovers(

@@ -94,9 +94,13 @@ def test_apply_creates_everything_reapply_sends_nothing_destroy_leaves_nothing(w
     print(f"fresh apply: {len(first.mutating_calls())} mutating calls; re-apply: {len(second.mutating_calls())}")
     assert second.mutating_calls() == [] and again.created == []
 
+    from support.sagemaker import stored_under
+
+    stored = {version["Key"] for version in stored_under(aws, NAME)}  # the artifact and the wheel the instances load
+    assert any("/artifact/" in key for key in stored) and any("/toolkit-" in key for key in stored), stored
     t = transport()
     report = destroy(NAME, Executor(t, state), t, state)
-    assert report.remaining == []
+    assert report.remaining == [] and stored_under(aws, NAME) == [] and report.objects.deleted == len(stored)
     assert tagged(transport(), zone) == []
     assert record_sets(aws, zone) == {("example.com.", "NS"), ("example.com.", "SOA")}
     assert state.get(NAME) is None

@@ -472,3 +472,26 @@ def test_drift_leaves_an_autoscaled_variant_s_instance_count_to_its_scaling(sage
     )
     assert drift("minilm-embed", transport(), state) == []  # 3 is within the target's 1..4: scaling's to move
     destroy_and_prove_empty(aws, state, "minilm-embed")
+
+
+def test_destroy_deletes_the_deployments_objects_unless_asked_to_keep_them(sagemaker_world, artifact, tmp_path):
+    """Through the CLI: `destroy --keep-artifacts` leaves the artifact (and says how to remove it); a later destroy
+    of the name (nothing recorded any more) deletes every version of every object under its prefix, counted."""
+    from support.sagemaker import stored_under
+
+    aws = sagemaker_world
+    loaded = load(tmp_path, MINILM)
+    state = tmp_path / "state.db"
+    apply(loaded, StateStore(state), artifact)
+    stored = {version["Key"] for version in stored_under(aws, "minilm-embed")}
+    assert any("/artifact/" in key for key in stored), stored
+    kept = run_cli("destroy", "minilm-embed", "--yes", "--keep-artifacts", "--state", str(state))
+    assert kept.returncode == 0, kept.stderr
+    said = " ".join(kept.stderr.split())
+    bucket = "s3://neurondeploy-123456789012-us-east-1/minilm-embed/"
+    assert f"0 objects deleted from {bucket}" in said and f"kept {len(stored)} objects under {bucket}" in said
+    assert {version["Key"] for version in stored_under(aws, "minilm-embed")} == stored
+    gone = run_cli("destroy", "minilm-embed", "--yes", "--region", "us-east-1", "--state", str(state))
+    assert gone.returncode == 0, gone.stderr
+    assert f"{len(stored)} objects deleted from {bucket}" in " ".join(gone.stderr.split())
+    assert stored_under(aws, "minilm-embed") == []

@@ -506,8 +506,17 @@ def test_destroy_of_a_finished_job_forgets_it_and_leaves_nothing(spec_file, tmp_
     state = tmp_path / "state.db"
     assert run("train", str(spec_file), state=state) == 0  # Completed at once
     job_name = job_of(state)
-    assert run("destroy", NAME, "--yes", state=state) == 0, capsys.readouterr().err
+    s3 = aws.client("s3")
+    s3.put_object(Bucket=BUCKET, Key=f"{NAME}/output/{job_name}/output/model.tar.gz", Body=b"the trained model")
+    sources = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{NAME}/source/")["Contents"]]
+    assert run("destroy", NAME, "--yes", state=state) == 0
+    said = " ".join(capsys.readouterr().err.split())
     assert sim.stops == [job_name]  # asked once, refused as finished, counted as done
+    # the job's source goes with it; what the job produced is kept, and said
+    assert f"{len(sources)} objects deleted from s3://{BUCKET}/{NAME}/" in said
+    assert f"kept 1 objects under s3://{BUCKET}/{NAME}/ (the training job's results)" in said
+    remaining = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{NAME}/")["Contents"]]
+    assert remaining == [f"{NAME}/output/{job_name}/output/model.tar.gz"]
     assert StateStore(state).get(NAME) is None
     assert aws.client("sagemaker").describe_training_job(TrainingJobName=job_name)["TrainingJobStatus"] == "Completed"
 

@@ -248,10 +248,23 @@ def expected(loaded, **context):
     return ctx, rq.create_model_request(spec, ctx), rq.create_endpoint_config_request(spec, ctx)
 
 
+def stored_under(aws, name: str) -> list[dict]:
+    """Every version (and delete marker) under the deployment's prefix of the shared bucket."""
+    s3 = aws.client("s3")
+    try:
+        page = s3.list_object_versions(Bucket="neurondeploy-123456789012-us-east-1", Prefix=f"{name}/")
+    except s3.exceptions.NoSuchBucket:
+        return []
+    return page.get("Versions", []) + page.get("DeleteMarkers", [])
+
+
 def destroy_and_prove_empty(aws, state, name: str) -> None:
     t = transport()
+    stored = {version["Key"] for version in stored_under(aws, name)}
     report = destroy(name, Executor(t, state), t, state)
     assert report.remaining == [] and report.errors == []
+    # its artifact, wheel and sources go with it, every version of each (the shared bucket is versioned)
+    assert stored_under(aws, name) == [] and report.objects.deleted == len(stored)
     live = Live(aws, name)
     assert live.models() == live.configs() == live.endpoints() == set()
     assert live.targets() == [] and live.policies() == []
