@@ -45,8 +45,14 @@ def cmd_data(args) -> int:
             console.print(f"removed the previous dataset's {', '.join(run.removed)}", markup=False)
     elif run.s3_uri:
         console.print(f"unchanged in S3, nothing uploaded: {run.s3_uri}", markup=False)
+    elif args.no_upload and run.channel_s3_uri:
+        console.print(
+            f"--no-upload: nothing uploaded; the job reads {run.channel_s3_uri}: run this again without --no-upload "
+            f"to put the dataset there (or `aws s3 sync {run.directory} {run.channel_s3_uri}`)",
+            markup=False,
+        )
     else:
-        console.print(f"channel {run.channel} has no s3_uri (or --no-upload): nothing uploaded", markup=False)
+        console.print(f"channel {run.channel} has no s3_uri: nothing uploaded (the local dataset is all)", markup=False)
     if args.json:
         print_json(run.as_dict())
     return 0

@@ -34,7 +34,8 @@ class DataRun:
     directory: Path
     packed: Packed
     built: bool  # packed now; False: the directory already held this corpus's dataset
-    s3_uri: str | None = None
+    s3_uri: str | None = None  # where it was uploaded (None: not uploaded)
+    channel_s3_uri: str | None = None  # the channel's s3_uri in the spec, uploaded to or not
     uploaded: list[str] = field(default_factory=list)  # files sent; empty when S3 already held it
     removed: list[str] = field(default_factory=list)  # a previous dataset's files taken off the prefix
 
@@ -120,6 +121,7 @@ def prepare_data(
         on_progress=(lambda done, total: on_progress("tokenize", done, total)) if on_progress else None,
     )
     run = DataRun(name, out, packed, built)
+    run.channel_s3_uri = source.s3_uri
     if upload and source.s3_uri:
         run.s3_uri = source.s3_uri
         run.uploaded, run.removed = upload_dataset(

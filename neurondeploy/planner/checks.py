@@ -37,7 +37,7 @@ class Finding:
     file: str | None = None
 
     def one_line(self) -> str:
-        where = f"{self.file}:{self.line}: " if self.file else ""
+        where = (f"{self.file}:{self.line}: " if self.line else f"{self.file}: ") if self.file else ""
         text = f"{where}{self.field}: {self.message}" + (f" (fix: {self.hint})" if self.hint else "")
         return " ".join(text.split())
 
@@ -224,11 +224,14 @@ def check_parallel_layout(loaded: LoadedSpec) -> Iterable[Finding]:
     else:
         backend, tp, field = "training", spec.distribution.tensor_parallel, "distribution.tensor_parallel"
     legal = catalog.legal_tp_degrees(instance, backend)
+    offer = list(legal)  # the one list every TP refusal gives: for training, what the model also splits into
+    if spec.kind == "training" and spec.architecture is not None:
+        offer = training_tp_choices(spec.architecture, legal, replicates_kv=spec.engine == "nxd-training") or offer
     if tp > instance.neuron_cores:
         yield error(
             field,
             f"TP={tp} is more than the {instance.neuron_cores} NeuronCores of {instance.name}",
-            f"use one of {list(legal)} or a larger instance",
+            f"use one of {offer} or a larger instance",
         )
     elif tp not in legal:
         why = (
@@ -236,7 +239,7 @@ def check_parallel_layout(loaded: LoadedSpec) -> Iterable[Finding]:
             if backend == "trace"
             else f"{backend} supports these degrees on {instance.family}"
         )
-        yield error(field, f"TP={tp} is not legal on {instance.name} ({why})", f"use one of {list(legal)}")
+        yield error(field, f"TP={tp} is not legal on {instance.name} ({why})", f"use one of {offer}")
     if spec.kind == "training":
         yield from _training_layout(spec, instance)
 
@@ -360,7 +363,10 @@ def check_training_fit(
 ) -> Iterable[Finding]:
     d = spec.distribution
     replicates_kv = spec.engine == "nxd-training"  # its kv_replicator copies KV heads up to TP
-    layout_errors = list(_model_split(arch, d.tensor_parallel, d.pipeline_parallel, replicates_kv=replicates_kv))
+    legal = catalog.legal_tp_degrees(instance, "training")
+    layout_errors = list(
+        _model_split(arch, d.tensor_parallel, d.pipeline_parallel, replicates_kv=replicates_kv, legal=legal)
+    )
     yield from layout_errors
     if any(finding.level == "error" for finding in layout_errors):
         return  # the memory of a split that cannot happen says nothing
@@ -466,14 +472,29 @@ def check_training_figures(loaded: LoadedSpec) -> Iterable[Finding]:
             )
 
 
-def _model_split(arch: ModelArchitecture, tp: int, pp: int, *, replicates_kv: bool = False) -> Iterable[Finding]:
+def _splits(arch: ModelArchitecture, tp: int, replicates_kv: bool) -> bool:
+    kv = arch.key_value_heads
+    whole = arch.attention_heads % tp == 0 and arch.dense_intermediate_size % tp == 0
+    return whole and (kv % tp == 0 or (replicates_kv and tp % kv == 0))
+
+
+def training_tp_choices(arch: ModelArchitecture, legal: Iterable[int], *, replicates_kv: bool) -> list[int]:
+    """The TP degrees both the instance's Neuron stack takes (``legal``) and the model splits into: the one list a
+    TP refusal offers, whichever check refuses it."""
+    return [tp for tp in legal if _splits(arch, tp, replicates_kv)]
+
+
+def _model_split(
+    arch: ModelArchitecture, tp: int, pp: int, *, replicates_kv: bool = False, legal: Iterable[int] = ()
+) -> Iterable[Finding]:
     """Whether the model splits as the layout asks, before a job finds out on every rank: Megatron tensor
     parallelism gives each rank whole query heads and an equal share of the MLP's columns, each pipeline stage at
     least one layer (the reference script's own check, neurondeploy/training/reference/tiny_lm.py layout_problems,
     says the same at the job's start). KV heads split whole too, or, above their count, are replicated by NxD's GQA
     layers, which the reference script does not do."""
     kv, intermediate = arch.key_value_heads, arch.dense_intermediate_size
-    divisors = [d for d in range(1, arch.attention_heads + 1) if arch.attention_heads % d == 0 and kv % d == 0]
+    candidates = list(legal) or range(1, arch.attention_heads + 1)
+    choices = training_tp_choices(arch, candidates, replicates_kv=replicates_kv)
     uneven = [
         f"{name} {value}"
         for name, value in (("attention_heads", arch.attention_heads), ("intermediate_size", intermediate))
@@ -484,13 +505,13 @@ def _model_split(arch: ModelArchitecture, tp: int, pp: int, *, replicates_kv: bo
             "distribution.tensor_parallel",
             f"TP={tp} cannot split the model: architecture {' and '.join(uneven)} must divide by it (each rank "
             "holds whole heads and an equal share of the MLP)",
-            f"use a TP that divides them: {', '.join(str(d) for d in divisors if intermediate % d == 0)}",
+            f"use one of {choices}",
         )
     elif kv % tp and tp % kv:
         yield error(
             "distribution.tensor_parallel",
             f"TP={tp} cannot split architecture kv_heads {kv}: neither divides the other",
-            f"use a TP that divides {kv}, or a multiple of it",
+            f"use one of {choices}",
         )
     elif kv % tp and not replicates_kv:
         yield warning(
@@ -1023,6 +1044,9 @@ def locate(loaded: LoadedSpec, findings: list[Finding]) -> list[Finding]:
     """``findings`` with the spec file and the line of the field each is about."""
     for finding in findings:
         path = tuple(int(p) if p.isdigit() else p for p in finding.field.split("."))
+        if path[0] == "hyperparameters" and len(path) > 1 and path[1] in loaded.overrides:
+            finding.file, finding.line = f"--hp {path[1]}", None  # the command line's, not a line of the file
+            continue
         finding.file, finding.line = loaded.source.file, loaded.source.line_of(path)
     return findings
 

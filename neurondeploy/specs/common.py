@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from neurondeploy.catalog.images import dlc_accounts
+from neurondeploy.catalog.partitions import unknown_region
 from neurondeploy.specs.screening import screen_value
 
 # Deployment names become prefixes of AWS names; the tightest is an ALB / target group name (32 chars),
@@ -55,6 +57,14 @@ class FieldIssue(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class Refusal(ValueError):
+    """A validator's refusal that carries its fix (the loader prints it as the hint)."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 class StrictModel(BaseModel):
@@ -271,3 +281,14 @@ class SpecBase(StrictModel):
     @classmethod
     def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
         return validate_tags(tags)
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, region: str) -> str:
+        nearest = unknown_region(region, frozenset(dlc_accounts()))  # the DLCs' regions: botocore not read
+        if nearest is not None:
+            raise Refusal(
+                f"unknown region {region!r}: no AWS partition has it (botocore's partitions.json)",
+                f"did you mean {nearest[0]}?" if nearest else "give a region such as us-east-1",
+            )
+        return region

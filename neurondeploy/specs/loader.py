@@ -61,6 +61,7 @@ class LoadedSpec:
     source: SourceMap
     path: Path | None
     digest: str  # sha256 of the file's bytes: a saved plan records it to refuse being applied to a changed spec
+    overrides: tuple[str, ...] = ()  # hyperparameters given on the command line (`train --hp`), not in the file
 
     @property
     def base_dir(self) -> Path:
@@ -226,7 +227,10 @@ def _problem(model: type[BaseModel], error: dict[str, Any], source: SourceMap) -
     elif kind == "string_pattern_mismatch":
         message = f"{error.get('input')!r} has the wrong form"
     # Our own validators already say how to fix it; pydantic's generic messages get the field's description.
-    hint = None if original is not None else (description or "see `neurondeploy schema` for this field")
+    if original is not None:
+        hint = getattr(original, "fix", None)
+    else:
+        hint = description or "see `neurondeploy schema` for this field"
     return SpecError(f"{where}: {name}: {message}", hint)
 
 

@@ -37,7 +37,9 @@ def with_overrides(loaded, overrides: dict[str, Any]):
     except ValueError as exc:
         message = str(exc)  # the screening's refusals name their own fix; the rest get the syntax
         raise SpecError(f"--hp: {message}", None if "(fix: " in message else "e.g. --hp max_steps=20") from None
-    return dataclasses.replace(loaded, spec=loaded.spec.model_copy(update={"hyperparameters": merged}))
+    overridden = tuple(sorted(set(loaded.overrides) | set(overrides)))
+    spec = loaded.spec.model_copy(update={"hyperparameters": merged})
+    return dataclasses.replace(loaded, spec=spec, overrides=overridden)
 
 
 def source_directory(loaded) -> Path:

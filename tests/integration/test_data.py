@@ -199,3 +199,16 @@ def test_the_images_datasets_loads_what_data_wrote(spec_file, tmp_path, aws, cap
     assert loaded["columns"] == ["input_ids", "attention_mask", "labels"]
     assert loaded["types"] == {"input_ids": "int32", "attention_mask": "int8", "labels": "int64"}
     assert loaded["input_ids"] == expected_blocks(text) and loaded["labels_equal"] is True and loaded["mask"] == [1]
+
+
+def test_no_upload_says_where_the_job_reads_and_how_to_put_the_data_there(
+    spec_file, tmp_path, aws, capsys, monkeypatch
+):
+    """The channel has an s3_uri: --no-upload leaves it empty, and says so (it used to say there was no s3_uri)."""
+    monkeypatch.chdir(tmp_path)
+    text = corpus(tmp_path / "corpus.jsonl", 10)
+    assert main(["data", str(spec_file), "--corpus", str(text), "--tokenizer", TOKENIZER, "--no-upload"]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"--no-upload: nothing uploaded; the job reads s3://{BUCKET}/{PREFIX}" in said
+    assert "without --no-upload" in said and "has no s3_uri" not in said
+    assert aws.client("s3").list_buckets()["Buckets"] == []
