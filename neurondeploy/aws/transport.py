@@ -21,6 +21,23 @@ READ_ONLY_PREFIXES = ("Describe", "Get", "List", "Head", "Lookup", "Search")
 DEFAULT_WAIT_DELAY_S = 15
 DEFAULT_WAIT_ATTEMPTS = 120
 PROGRESS_EVERY_S = 60.0
+# What each botocore waiter we use waits for, in the user's words (the waiter's acceptors: botocore's
+# data/<service>/<version>/waiters-2.json).
+WAITED_FOR = {
+    "EndpointInService": "SageMaker starts the instances, pulls the image, loads the model and waits for its "
+    "/ping (up to the startup health-check budget)",
+    "EndpointDeleted": "SageMaker deletes the endpoint and its instances",
+    "TrainingJobCompletedOrStopped": "the training job ends",
+    "CertificateValidated": "ACM sees the DNS validation record and issues the certificate",
+    "LoadBalancerAvailable": "the load balancer is provisioned",
+    "LoadBalancersDeleted": "the load balancer is deleted",
+    "NatGatewayAvailable": "the NAT gateway is available",
+    "NatGatewayDeleted": "the NAT gateway is deleted",
+    "InstanceTerminated": "the instances terminate",
+    "VpcAvailable": "the VPC is available",
+    "RoleExists": "IAM's new role is visible",
+    "InstanceProfileExists": "IAM's new instance profile is visible",
+}
 
 
 class AwsCallError(NeurondeployError):
@@ -132,9 +149,12 @@ class AwsTransport:
         started = time.monotonic()
         subject = next((str(v) for v in params.values() if isinstance(v, str)), "")
 
+        what = WAITED_FOR.get(waiter, waiter)
+
         def report() -> None:
             while not done.wait(self.progress_every_s):
-                self.on_progress(f"waiting for {waiter} {subject}: {(time.monotonic() - started) / 60:.0f} min so far")
+                minutes = (time.monotonic() - started) / 60
+                self.on_progress(f"waiting for {subject}: {what} ({waiter}): {minutes:.0f} min so far")
 
         reporter = threading.Thread(target=report, daemon=True, name="wait-progress")
         if self.on_progress is not None:

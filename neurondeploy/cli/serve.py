@@ -7,12 +7,19 @@ import sys
 from pathlib import Path
 
 from neurondeploy.cli import llm
-from neurondeploy.cli.local_run import hold_local_endpoint, sigterm_as_ctrl_c, smoke_line
+from neurondeploy.cli.local_run import (
+    hold_local_endpoint,
+    progress,
+    say_ready_once_answering,
+    sigterm_as_ctrl_c,
+    smoke_line,
+)
 from neurondeploy.cli.output import bucket_line, console_err
 from neurondeploy.manifest import read_manifest, smoke_request
 from neurondeploy.ops.apply import apply_local
 from neurondeploy.ops.smoke import smoke_encoder
 from neurondeploy.planner.plan import build_plan
+from neurondeploy.serving.client import describe_answer, invoke
 from neurondeploy.serving.llm import serve as llm_serve
 from neurondeploy.serving.server import resolve_target, run_server, serving_from_env
 from neurondeploy.specs import load_spec
@@ -34,6 +41,9 @@ def cmd_serve(args) -> int:
         "Ctrl-C stops",
         file=sys.stderr,
     )
+    url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{port}"
+    body = json.dumps(smoke_request(read_manifest(target.artifact_dir))).encode()
+    say_ready_once_answering(console_err(), url, lambda: invoke(url, body))
     run_server(target, host=args.host, port=port, replicas=args.replicas, log_level=args.log_level)
     return 0
 
@@ -68,8 +78,14 @@ def _apply_local(args) -> int:
         manifest = read_manifest(endpoint.artifact_dir)
         payload = smoke_request(manifest)
         body = json.dumps(payload) if len(json.dumps(payload)) < 200 else "@request.json"
-        console.print(f"endpoint ready at [bold]{endpoint.url}[/] (artifact {endpoint.artifact_dir})")
-        console.print(smoke_line(args, lambda: smoke_encoder(endpoint.url, manifest)))
+
+        def warm() -> str:
+            answer = invoke(endpoint.url, json.dumps(payload).encode())
+            return f"smoke test: skipped (--no-smoke); /invocations answered {describe_answer(answer)}"
+
+        with progress(console, "the first answer from /invocations (the model's workers load first)"):
+            console.print(smoke_line(args, lambda: smoke_encoder(endpoint.url, manifest), warm), markup=False)
+        console.print(f"endpoint at [bold]{endpoint.url}[/] answers (artifact {endpoint.artifact_dir})")
         for note in endpoint.notes:
             console.print(f"replay: {note}")
         console.print("call it:")

@@ -7,8 +7,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from support.sagemaker import queue_invocation_answer
 
@@ -59,6 +61,11 @@ def test_apply_local_serves_the_template_until_ctrl_c_or_sigterm(tmp_path, cache
     try:
         line = process.stdout.readline()  # blocks until ready (or the process dies)
         assert line.strip() == f"ready http://127.0.0.1:{port}", process.stderr.read()
+        said_ready = time.monotonic()
+        # ready means an /invocations answered: the next one is quick, not a wait for workers to load
+        first = httpx.post(f"http://127.0.0.1:{port}/invocations", json={"inputs": ["warm?"]}, timeout=60)
+        ready_to_answer_s = time.monotonic() - said_ready
+        assert first.status_code == 200 and ready_to_answer_s < 2.0, (first.status_code, ready_to_answer_s)
         assert [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("neurondeploy-minilm-local-")]
         result = subprocess.run(
             [
@@ -83,6 +90,8 @@ def test_apply_local_serves_the_template_until_ctrl_c_or_sigterm(tmp_path, cache
         assert process.wait(timeout=60) == 0
         errors = process.stderr.read()
         assert f"smoke test passed: http://127.0.0.1:{port} answered embedding of 384 values" in errors
+        # one "ready", and it comes after the smoke test's answer: nothing said it was ready before
+        assert "ready" not in errors.split("smoke test passed")[0].replace("already", ""), errors
         assert "+  endpoint (sagemaker:endpoint)" in errors and "stopped" in errors and "Traceback" not in errors
         assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("neurondeploy-minilm-local-")]
         assert not record.exists()

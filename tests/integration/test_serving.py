@@ -213,3 +213,18 @@ def test_ping_reports_an_artifact_that_cannot_load(tmp_path, tiny, server_factor
         assert httpx.post(f"{server.url}/invocations", json={"inputs": [1]}).status_code == 503
     finally:
         server.stop()
+
+
+def test_serve_says_ready_once_an_invocation_answered(tiny):
+    """`serve` prints `ready URL` on stdout once, after a first /invocations answered (not when the port opens):
+    the next request is answered at once."""
+    server = Server(tiny)
+    try:
+        line = server.process.stdout.readline()  # blocks until ready (or the process dies)
+        assert line.strip() == f"ready {server.url}", server.process.stderr.read()
+        said = time.monotonic()
+        answer = httpx.post(f"{server.url}/invocations", content=json.dumps({"inputs": [1, 2, 3]}), timeout=60)
+        assert answer.status_code == 200 and time.monotonic() - said < 2.0
+    finally:
+        server.stop()
+    assert server.process.stdout.read() == ""  # once

@@ -47,7 +47,9 @@ def test_a_long_wait_reports_progress_until_the_resource_is_ready(aws):
     started = time.monotonic()
     transport.wait("sagemaker", "EndpointInService", {"EndpointName": "e"})
     assert time.monotonic() - started >= 0.4
-    assert heard and all(message.startswith("waiting for EndpointInService e:") for message in heard)
+    # what it waits for, in words, not only the waiter's name
+    said = "waiting for e: SageMaker starts the instances, pulls the image, loads the model and waits for its /ping"
+    assert heard and all(message.startswith(said) and "(EndpointInService)" in message for message in heard)
     count = len(heard)
     time.sleep(0.2)
     assert len(heard) == count  # the reporter stops with the wait
