@@ -61,8 +61,9 @@ def default_region(fallback: str | None = "us-east-1") -> str | None:
 
 
 def _aws_error(service: str, operation: str, exc: Exception) -> AwsCallError | None:
-    """The :class:`AwsCallError` of a botocore ``ClientError`` (AWS answered no) or ``BotoCoreError`` (no answer:
-    credentials, region, network); None for anything else."""
+    """The :class:`AwsCallError` of a botocore ``ClientError`` (AWS answered no), ``BotoCoreError`` (no answer:
+    credentials, region, network) or ``ResponseParserError`` (an answer that is no AWS response); None for anything
+    else."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     if isinstance(exc, ClientError):
@@ -74,6 +75,15 @@ def _aws_error(service: str, operation: str, exc: Exception) -> AwsCallError | N
         )
     if isinstance(exc, BotoCoreError):
         return AwsCallError(f"{service}:{operation}: {exc}", "check credentials, region and network", detail=str(exc))
+    from botocore.parsers import ResponseParserError
+
+    if isinstance(exc, ResponseParserError):  # an error page (a proxy, an emulator's 500) instead of AWS's answer
+        first = " ".join(str(exc).split())[:160]
+        return AwsCallError(
+            f"{service}:{operation}: the answer is not an AWS response: {first}",
+            "check the endpoint (AWS_ENDPOINT_URL, a proxy) and try again",
+            detail=first,
+        )
     return None
 
 

@@ -6,7 +6,9 @@ What is checked comes from the requests themselves, so a check cannot drift from
 - a training or compile job's input channels: the bucket exists and the prefix holds objects (an empty channel
   starts 16 instances that stop at their first read); its output and checkpoint buckets exist (the shared bucket is
   made by the run itself and is not checked);
-- a role the spec names (``iam.role_arn``): it exists and trusts the service that will assume it;
+- a role the spec names (``iam.role_arn``): it exists and trusts the service that will assume it, and IAM's policy
+  simulator (``SimulatePrincipalPolicy``) allows it what the job does with the rest: read the channels, write the
+  outputs, pull the image, read the secrets ("not checked" where this identity may not simulate);
 - the permissions boundary every role neurondeploy makes carries (``infra/iam-boundary.json``), where the plan
   makes one: IAM refuses ``CreateRole`` naming a policy that does not exist, after the network was made;
 - a job's image in the account's own ECR (a wrapper, a custom training image): ``DescribeImages`` (an endpoint's
@@ -225,6 +227,70 @@ def _role(transport: AwsTransport, field: str, arn: str, service: str) -> list[F
     return found
 
 
+# --- what a given role may do ----------------------------------------------------------------------------------
+
+PROBE_KEY = "neurondeploy-preflight-probe"  # a key under a prefix: the object ARN a prefix's policy must match
+ROLE_CHECK_FIX = "grant the role {action} on {resource} (or remove iam.role_arn to let neurondeploy make a role)"
+
+
+def _s3_object(uri: str) -> str:
+    bucket, key = split_s3(uri)
+    return f"arn:aws:s3:::{bucket}/{key.strip('/') + '/' if key.strip('/') else ''}{PROBE_KEY}"
+
+
+def role_uses(needs: Needs) -> list[tuple[str, str, tuple[str, ...]]]:
+    """Pure: (what for, resource ARN, actions) the job or endpoint does with a role the spec names: read each
+    channel, write the output and checkpoints, pull an image from the account's ECR, read each secret. What the
+    SageMaker execution role documentation lists for these uses
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-roles.html)."""
+    uses: list[tuple[str, str, tuple[str, ...]]] = []
+    for field, uri, _ in needs.channels:
+        uses.append((f"read {field}", f"arn:aws:s3:::{split_s3(uri)[0]}", ("s3:ListBucket",)))
+        uses.append((f"read {field}", _s3_object(uri), ("s3:GetObject",)))
+    for field, uri in needs.buckets:
+        uses.append((f"write {field}", _s3_object(uri), ("s3:PutObject",)))
+    for field, image in needs.images:
+        push = image_to_push(needs.spec, image)
+        if push is not None and push.image.account == needs.account:
+            arn = f"arn:aws:ecr:{push.image.region}:{push.image.account}:repository/{push.image.repository}"
+            uses.append((f"pull {field}", arn, ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")))
+            uses.append((f"pull {field}", "*", ("ecr:GetAuthorizationToken",)))
+    for field, arn in needs.secrets:
+        uses.append((f"read {field}", arn, ("secretsmanager:GetSecretValue",)))
+    for field, arn in needs.parameters:
+        uses.append((f"read {field}", arn, ("ssm:GetParameters",)))
+    return uses
+
+
+def _role_may(transport: AwsTransport, field: str, role: str, uses) -> list[Finding]:
+    """IAM's own policy simulator on the role (its identity policies and boundary), for each use; "not checked"
+    when this identity may not simulate, or the simulator does not answer."""
+    found: list[Finding] = []
+    for why, resource, actions in uses:
+        request = Request(
+            "iam",
+            "SimulatePrincipalPolicy",
+            {"PolicySourceArn": role, "ActionNames": list(actions), "ResourceArns": [resource]},
+        )
+        try:
+            answer = transport.call(request.service, request.operation, request.params)
+        except AwsCallError as exc:
+            what = f"role {role}'s permissions: not checked, IAM's policy simulator did not answer ({exc.code or exc.message})"
+            return [Finding(field, what, "", False)]
+        for result in answer.get("EvaluationResults", []):
+            if result.get("EvalDecision") != "allowed":
+                action = result.get("EvalActionName")
+                found.append(
+                    Finding(
+                        field,
+                        f"role {role} may not {action} on {resource} ({result.get('EvalDecision')}): the job would "
+                        f"fail to {why}",
+                        ROLE_CHECK_FIX.format(action=action, resource=resource),
+                    )
+                )
+    return found
+
+
 def _boundary(transport: AwsTransport, region: str, account: str) -> list[Finding]:
     arn = boundary_policy_arn(region, account)
     missing = f"the permissions boundary {arn}, which every role neurondeploy makes carries, does not exist"
@@ -288,7 +354,10 @@ def findings(transport: AwsTransport, needs: Needs) -> list[Finding]:
     for field, uri in needs.buckets:
         found += _bucket(transport, field, uri)
     for field, arn, service in needs.roles:
-        found += _role(transport, field, arn, service)
+        about_role = _role(transport, field, arn, service)
+        found += about_role
+        if not about_role:  # it exists and trusts the service: what may it do with what the spec names?
+            found += _role_may(transport, field, arn, role_uses(needs))
     if needs.makes_roles:
         found += _boundary(transport, needs.region, needs.account)
     for field, image in needs.images:

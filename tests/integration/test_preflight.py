@@ -217,3 +217,50 @@ def test_plan_check_lists_what_is_missing_with_its_command_then_done_once_made(a
     assert {s["check"] for s in checked} == {"image", "secret", "boundary", "compiled", "quota"}
     assert all(s["status"] == "done" for s in checked), [(s["check"], s["status"], s["detail"]) for s in checked]
     assert plan["check_problems"] == []
+
+
+def _with_role(nxdt, aws, policy: dict | None) -> str:
+    spec = yaml.safe_load(nxdt.read_text())
+    role = "arn:aws:iam::123456789012:role/TrainingRole"
+    spec["iam"] = {"role_arn": role}
+    nxdt.write_text(yaml.safe_dump(spec))
+    provision(aws, nxdt)
+    if policy is not None:
+        aws.client("iam").put_role_policy(RoleName="TrainingRole", PolicyName="job", PolicyDocument=json.dumps(policy))
+    return role
+
+
+def test_train_refuses_a_role_that_may_not_read_the_channel_or_write_the_output(nxdt, aws, tmp_path, monkeypatch):
+    """IAM's policy simulator (moto lacks it: tests/support/iam_simulator.py stands in) on the spec's role: each use
+    the job makes of what the spec names that the role may not, one line naming the action, the resource and the
+    fix; granted, the job starts."""
+    from support import iam_simulator
+
+    asked = iam_simulator.install(monkeypatch)
+    read_only = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"}],
+    }
+    role = _with_role(nxdt, aws, read_only)
+    state = tmp_path / "state.db"
+    done = run_cli("train", str(nxdt), "--no-wait", "--yes", state=state)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error: iam.role_arn:")]
+    assert done.returncode == 2 and lines, done.stderr
+    assert all(f"role {role} may not s3:PutObject on arn:aws:s3:::" in line for line in lines), lines
+    assert all("(implicitDeny)" in line and "(fix: grant the role s3:PutObject on" in line for line in lines)
+    assert {a["PolicySourceArn"] for a in asked} == {role}
+    assert {"s3:GetObject", "s3:ListBucket", "s3:PutObject"} <= {n for a in asked for n in a["ActionNames"]}
+    nothing_started(aws, state)
+    read_only["Statement"][0]["Action"].append("s3:PutObject")
+    aws.client("iam").put_role_policy(RoleName="TrainingRole", PolicyName="job", PolicyDocument=json.dumps(read_only))
+    assert run_cli("train", str(nxdt), "--no-wait", "--yes", state=state).returncode == 0
+
+
+def test_a_role_the_simulator_cannot_judge_is_said_not_checked_and_the_job_starts(nxdt, aws, tmp_path):
+    """moto's own IAM (no SimulatePrincipalPolicy): the preflight says the role's permissions were not checked, in
+    one line, and goes on, as with an identity that may not simulate."""
+    _with_role(nxdt, aws, None)
+    done = run_cli("train", str(nxdt), "--no-wait", "--yes", state=tmp_path / "state.db")
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "permissions: not checked" in line]
+    assert len(said) == 1 and "iam.role_arn" in said[0], done.stderr
