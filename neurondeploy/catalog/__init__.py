@@ -21,6 +21,8 @@ from neurondeploy.catalog.hosts import (
     driver_refusal,
     inference_ami,
     inference_amis,
+    newest_proven_sdk,
+    untested_pairing,
 )
 from neurondeploy.catalog.images import (
     ImageTag,
@@ -74,6 +76,8 @@ __all__ = [
     "driver_refusal",
     "inference_ami",
     "inference_amis",
+    "newest_proven_sdk",
+    "untested_pairing",
     "DEFAULT_DLAMI_PARAMETER",
     "DLC_REPOSITORY",
     "minor",

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from neurondeploy.catalog._data import load, unknown
+from neurondeploy.catalog._data import load, unknown, version_tuple
+from neurondeploy.catalog.dlc_releases import dlc_releases
 
 # The host image every SageMaker endpoint on Neuron instances asks for: the only Neuron value of the enum.
 SAGEMAKER_INFERENCE_AMI = "al2-ami-sagemaker-inference-neuron-2"
@@ -19,6 +20,9 @@ class InferenceAmi:
     accelerator: str
     neuron_driver: str  # "2.19"
     source: str
+    proven_runtime: str | None = None  # the newest Neuron runtime AWS itself runs on this host
+    proven_by: str | None = None  # the image that shows it
+    proven_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,3 +66,27 @@ def driver_refusal(runtime: str, host: InferenceAmi) -> str | None:
         f"its Neuron Runtime {runtime} needs host Neuron driver {floor.driver} or newer and SageMaker's host image "
         f"{host.name} has driver {host.neuron_driver}"
     )
+
+
+def untested_pairing(runtime: str, host: InferenceAmi) -> str | None:
+    """Why a container with Neuron runtime ``runtime`` on ``host`` is a pairing no source shows working (newer than
+    the newest runtime AWS itself runs there), or None. Not a refusal: no document rules it out either."""
+    if host.proven_runtime is None or _line(runtime) <= _line(host.proven_runtime):
+        return None
+    return (
+        f"SageMaker's host image {host.name} has Neuron driver {host.neuron_driver}; this image's Neuron Runtime "
+        f"{runtime} is newer than any AWS itself runs there ({host.proven_runtime}, {host.proven_by}) and AWS's DLC "
+        "guide matches the host driver to the container's SDK: an untested pairing"
+    )
+
+
+def newest_proven_sdk(host: InferenceAmi) -> str | None:
+    """The newest Neuron SDK whose DLCs' runtime is no newer than the newest AWS runs on ``host``."""
+    if host.proven_runtime is None:
+        return None
+    fitting = [
+        row.sdk
+        for row in dlc_releases()
+        if row.neuron_runtime and _line(row.neuron_runtime) <= _line(host.proven_runtime)
+    ]
+    return max(fitting, key=version_tuple, default=None)

@@ -15,7 +15,7 @@ from neurondeploy.errors import CatalogError, PlanError, SpecError
 from neurondeploy.planner import sizing, training_memory
 from neurondeploy.resources import nxd_training_config
 from neurondeploy.resources.precompiled import load_budget
-from neurondeploy.resources.release import WRAPPER_BUILD, deployment_release, wrapper_base
+from neurondeploy.resources.release import WRAPPER_BUILD, deployment_release, release_runtime, wrapper_base
 from neurondeploy.resources.sagemaker_endpoint import volume_for
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
 from neurondeploy.specs.inference import (
@@ -528,6 +528,36 @@ def _model_split(
         )
 
 
+def check_sagemaker_host(loaded: LoadedSpec) -> Iterable[Finding]:
+    """The container's Neuron runtime against SageMaker's host driver: a runtime newer than any AWS itself runs on
+    that host is said (catalog.untested_pairing), with the ways to a pairing that is known to work."""
+    spec = loaded.spec
+    if spec.deployment.platform != "sagemaker":
+        return
+    try:
+        release = deployment_release(spec)
+    except CatalogError:
+        return  # check_sdk says why
+    runtime = release_runtime(release.sdk)
+    host = catalog.inference_ami(spec.deployment.host_image)
+    untested = catalog.untested_pairing(runtime, host) if runtime else None
+    if untested is None:
+        return
+    proven = catalog.newest_proven_sdk(host)
+    older = (
+        f"pin neuron_sdk_version: {proven} (runtime ≤ {host.proven_runtime}) where this container has it, "
+        if proven
+        else ""
+    )
+    llm = ", or the image AWS runs there (container kind hf-vllm)" if spec.container.llm else ""
+    yield warning(
+        "deployment.host_image",
+        f"{untested} (Neuron SDK {release.sdk})",
+        f"{older}or deploy on EC2 (deployment.platform: ec2), whose Neuron DLAMI carries the driver of its own "
+        f"SDK{llm}",
+    )
+
+
 def check_sagemaker_endpoint(loaded: LoadedSpec) -> Iterable[Finding]:
     spec = loaded.spec
     dep = spec.deployment
@@ -1018,6 +1048,7 @@ CHECKS: dict[str, list[Check]] = {
         check_image_size,
         check_inference_fit,
         check_sagemaker_endpoint,
+        check_sagemaker_host,
         check_network_exposure,
     ],
     "training": [

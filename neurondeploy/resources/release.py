@@ -128,7 +128,7 @@ def _needs(spec: Spec, dlami_parameter: str) -> _Needs:
     image_uri = spec.deployment.container.image_uri
     if image_uri and spec.container.ours:
         return _Needs(path)
-    host = catalog.inference_ami() if platform == "sagemaker" else None
+    host = catalog.inference_ami(spec.deployment.host_image) if platform == "sagemaker" else None
     if not spec.container.ours:
         purpose = spec.container.image_purpose
         with_sdk = any(tag.sdk for tag in catalog.known_tags(purpose))

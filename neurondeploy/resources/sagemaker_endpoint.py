@@ -256,7 +256,7 @@ def create_endpoint_config_request(spec: InferenceSpec, ctx: PlanContext) -> dic
         "InitialVariantWeight": 1.0,
         "ContainerStartupHealthCheckTimeoutInSeconds": startup_budget_s(spec, ctx),
         "ModelDataDownloadTimeoutInSeconds": deployment.model_download_timeout_s,
-        "InferenceAmiVersion": catalog.SAGEMAKER_INFERENCE_AMI,
+        "InferenceAmiVersion": deployment.host_image,
     }
     volume = endpoint_volume_gib(spec, ctx)
     if volume is not None:

@@ -12,7 +12,15 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from neurondeploy import catalog
 from neurondeploy.errors import SpecError
-from neurondeploy.specs.common import IMAGE_URI_PATTERN, DnsSpec, FieldIssue, SpecBase, StrictModel, TlsSpec
+from neurondeploy.specs.common import (
+    IMAGE_URI_PATTERN,
+    DnsSpec,
+    FieldIssue,
+    Refusal,
+    SpecBase,
+    StrictModel,
+    TlsSpec,
+)
 from neurondeploy.specs.screening import control_character_problem, screen_value
 from neurondeploy.specs.vllm_options import sm_vllm_problem
 
@@ -689,6 +697,14 @@ class DeploymentSpec(StrictModel):
             le=3600,
         ),
     ] = 600
+    host_image: Annotated[
+        str,
+        Field(
+            description="SageMaker only: the host image under the container (ProductionVariant.InferenceAmiVersion), "
+            "which brings the Neuron driver the container's runtime talks to. botocore lists one for Neuron instances "
+            "today, al2-ami-sagemaker-inference-neuron-2 (driver 2.19); this picks another once it lists more.",
+        ),
+    ] = catalog.SAGEMAKER_INFERENCE_AMI
     volume_gib: Annotated[
         int | None,
         Field(
@@ -702,6 +718,14 @@ class DeploymentSpec(StrictModel):
     @classmethod
     def _strip_ml(cls, value: str) -> str:
         return strip_ml_prefix(value)
+
+    @field_validator("host_image")
+    @classmethod
+    def _host_image(cls, value: str) -> str:
+        known = [ami.name for ami in catalog.inference_amis()]
+        if value not in known:
+            raise Refusal(f"{value!r} is not a SageMaker host image for Neuron instances", f"use one of {known}")
+        return value
 
     @property
     def capacity(self) -> tuple[int, int, int]:

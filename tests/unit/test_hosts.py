@@ -85,3 +85,59 @@ def test_validate_refuses_it_in_one_line(tmp_path):
     assert result.returncode != 0 and "Traceback" not in result.stderr
     out = (result.stdout + result.stderr).strip()
     assert "al2-ami-sagemaker-inference-neuron-2" in out and "2.29.1" in out
+
+
+def _host_warnings(spec: Path) -> list[str]:
+    result = run_cli("validate", str(spec))
+    assert "Traceback" not in result.stderr
+    return [line for line in (result.stdout + result.stderr).splitlines() if "deployment.host_image:" in line]
+
+
+def test_a_runtime_newer_than_any_aws_runs_on_the_host_is_a_warning_with_the_ways_out(tmp_path):
+    """The vLLM Neuron SageMaker template runs SDK 2.29.1's image (its runtime, newer than 2.28, the newest AWS
+    itself runs on the neuron-2 host, in its Hugging Face vLLM image) on driver 2.19: said, with the EC2 route."""
+    spec = TEMPLATES / "llama3-8b-vllm-neuron-sagemaker.yaml"
+    runtime = release_runtime(deployment_release(load_spec(spec).spec).sdk)
+    (line,) = _host_warnings(spec)
+    assert line.startswith("warning:") and "Neuron driver 2.19" in line and f"Neuron Runtime {runtime}" in line
+    assert "untested pairing" in line and "deploy on EC2 (deployment.platform: ec2)" in line and "hf-vllm" in line
+    source = catalog.inference_ami().proven_source  # the source beside the fact, in the catalogue
+    assert source.startswith("aws/deep-learning-containers docs/src/data/huggingface-vllm-inference-neuronx/")
+    on_ec2 = tmp_path / "ec2.yaml"
+    on_ec2.write_text(spec.read_text().replace("platform: sagemaker", "platform: ec2"))
+    assert _host_warnings(on_ec2) == []  # the DLAMI brings its own driver
+    assert _host_warnings(TEMPLATES / "minilm-ec2-alb.yaml") == []
+
+
+def test_a_release_whose_runtime_aws_runs_on_the_host_is_not_warned_about(tmp_path):
+    proven = catalog.newest_proven_sdk(catalog.inference_ami())
+    assert proven == "2.26.1"  # runtime 2.28.23.0, that of AWS's own image on the host
+    text = re.sub(
+        r"^kind: inference$",
+        f"kind: inference\nneuron_sdk_version: {proven}",
+        (TEMPLATES / "minilm-sagemaker.yaml").read_text(),
+        flags=re.M,
+    )
+    spec = tmp_path / "pinned.yaml"
+    spec.write_text(text)
+    assert _host_warnings(spec) == []
+    assert _host_warnings(TEMPLATES / "minilm-sagemaker.yaml")  # the newest release: warned
+
+
+def test_the_host_image_is_a_spec_field_the_request_carries(tmp_path):
+    plan = build_plan(load_spec(TEMPLATES / "minilm-sagemaker.yaml"))
+    config = next(r for r in plan.resources if r.name == "endpoint-config").requests[0].params
+    assert config["ProductionVariants"][0]["InferenceAmiVersion"] == catalog.SAGEMAKER_INFERENCE_AMI
+    text = (
+        (TEMPLATES / "minilm-sagemaker.yaml")
+        .read_text()
+        .replace("  instance_count: 1\n", "  instance_count: 1\n  host_image: al2-ami-sagemaker-inference-gpu-2\n")
+    )
+    spec = tmp_path / "gpu-host.yaml"
+    spec.write_text(text)
+    result = run_cli("validate", str(spec))
+    assert (
+        result.returncode == 2
+        and "deployment.host_image: 'al2-ami-sagemaker-inference-gpu-2' is not a SageMaker host image for Neuron instances"
+        in result.stderr
+    )

@@ -93,7 +93,10 @@ def test_init_writes_an_encoder_spec_that_validates_cleanly(tmp_path, target):
     spec = yaml.safe_load(spec_path.read_text())
     assert spec["task"] == "feature-extraction" and spec["deployment"]["platform"] == target
     assert spec["deployment"]["instance_type"] == ("ml.inf2.xlarge" if target == "sagemaker" else "inf2.xlarge")
-    assert _validate(spec_path) == []  # not even a warning
+    warnings = _validate(spec_path)
+    # not a warning but SageMaker's: its host driver (2.19) under the newest DLC's runtime, an untested pairing
+    assert [w for w in warnings if "deployment.host_image" not in w] == []
+    assert len(warnings) == (1 if target == "sagemaker" else 0), warnings
     assert ("network" in spec) == (target == "ec2")
 
 
@@ -119,7 +122,8 @@ def test_init_of_a_hub_llm_sizes_it_as_size_recommends_from_the_cached_config(tm
     container = spec["deployment"]["container"]
     assert container == {"kind": "vllm-neuron", "image_uri": wrapper, "compile_at_start": True}
     assert spec["deployment"]["health_check_timeout_s"] == 3600
-    assert _validate(tmp_path / "llama-3-1-8b-instruct.yaml") == []
+    warnings = _validate(tmp_path / "llama-3-1-8b-instruct.yaml")
+    assert len(warnings) == 1 and "deployment.host_image" in warnings[0], warnings  # SageMaker's host driver only
 
 
 def test_init_of_an_llm_without_its_wrapper_writes_the_spec_and_says_how_to_build_it(tmp_path):
