@@ -10,6 +10,7 @@ sagemaker-core.
 from __future__ import annotations
 
 from neurondeploy.catalog._data import minor, version_tuple
+from neurondeploy.catalog.account_tags import sagemaker_pull_problem
 from neurondeploy.catalog.containers import ContainerKind, container_kind, container_kinds, llm_container_kinds
 from neurondeploy.catalog.dlami import DEFAULT_DLAMI_PARAMETER, Dlami, dlami, dlami_for, dlamis, dlamis_by_parameter
 from neurondeploy.catalog.dlc_releases import DLC_REPOSITORY, DlcRelease, dlc_releases
@@ -76,6 +77,7 @@ __all__ = [
     "driver_refusal",
     "inference_ami",
     "inference_amis",
+    "sagemaker_pull_problem",
     "newest_proven_sdk",
     "untested_pairing",
     "DEFAULT_DLAMI_PARAMETER",

@@ -6,16 +6,23 @@ CLI prints ``file:line: field: message (fix: ...)`` exactly like a schema error.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from neurondeploy import catalog
-from neurondeploy.errors import CatalogError, PlanError, SpecError
+from neurondeploy.errors import CatalogError, NeurondeployError, PlanError, SpecError
 from neurondeploy.planner import sizing, training_memory
 from neurondeploy.resources import nxd_training_config
 from neurondeploy.resources.precompiled import load_budget
-from neurondeploy.resources.release import WRAPPER_BUILD, deployment_release, release_runtime, wrapper_base
+from neurondeploy.resources.release import (
+    TRAINING_DLC,
+    WRAPPER_BUILD,
+    deployment_release,
+    release_runtime,
+    wrapper_base,
+)
 from neurondeploy.resources.sagemaker_endpoint import volume_for
 from neurondeploy.specs import InferenceSpec, LoadedSpec, Spec, TrainingSpec
 from neurondeploy.specs.inference import (
@@ -25,6 +32,7 @@ from neurondeploy.specs.inference import (
     PackageNotInstalled,
     local_path,
 )
+from neurondeploy.user_files import read_user_file
 
 
 @dataclass
@@ -422,6 +430,7 @@ def check_training_engine(loaded: LoadedSpec) -> Iterable[Finding]:
     spec, d = loaded.spec, loaded.spec.distribution
     if spec.engine == "nxd-training":
         yield from _nxd_training_launch(spec)
+        yield from _nxd_training_examples_version(loaded)
         return
     fix = "remove it, or set engine: nxd-training"
     if d.precision.startswith("bf16-mixed"):
@@ -439,6 +448,48 @@ def check_training_engine(loaded: LoadedSpec) -> Iterable[Finding]:
             "the reference training script checkpoints whole layers (full)",
             fix.replace("remove it", "set it to full"),
         )
+
+
+NXDT_VERSION_FILE = "src/neuronx_distributed_training/_version.py"  # the clone's version (its setup.py reads it)
+VERSION_LINE = re.compile(r"__version__\s*=\s*[\"']([^\"']+)[\"']")
+
+
+def _nxd_training_examples_version(loaded: LoadedSpec) -> Iterable[Finding]:
+    """The examples source_dir holds run against the NxD Training library the training image ships: a clone of
+    another version is said, with the release whose image matches it. GitHub's newest examples are 1.6.0
+    (aws-neuron/neuronx-distributed-training 9169aa03, "Neuron SDK Release 2.26.0 changes") while the images from
+    SDK 2.27.0 on ship 1.7.0 (data/dlc_releases.yaml, from their Dockerfiles)."""
+    spec = loaded.spec
+    version_file = spec.resolved_source_dir(loaded.base_dir).parent / NXDT_VERSION_FILE
+    try:
+        text = read_user_file(version_file, max_bytes=4096, what="a version file", fix="check source_dir").decode(
+            errors="replace"
+        )
+        found = VERSION_LINE.search(text)
+        image = deployment_release(spec).piece("training image")
+    except (OSError, NeurondeployError):
+        return  # no clone here yet (check_entry_script says so), an odd file, or check_sdk says why no release
+    row = next(
+        (r for r in catalog.dlc_releases() if image and (r.repository, r.tag) == (TRAINING_DLC, image.name)), None
+    )
+    shipped = row.neuronx_distributed_training if row else None
+    if not found or not shipped or found[1] == shipped:
+        return
+    matching = [
+        r.sdk
+        for r in catalog.dlc_releases()
+        if r.repository == row.repository
+        and r.neuronx_distributed_training == found[1]
+        and catalog.sagemaker_pull_problem(r.repository, r.tag) is None
+    ]
+    pin = f"pin neuron_sdk_version: {matching[-1]} (its image ships {found[1]})" if matching else ""
+    yield warning(
+        "source_dir",
+        f"the NxD Training examples in source_dir are {found[1]} ({version_file}) and the training image of SDK "
+        f"{row.sdk} ships NxD Training {shipped}: the orchestrator and configs of one version run on the library of "
+        "the other",
+        f"{pin + ', or ' if pin else ''}check out the examples of NxD Training {shipped}",
+    )
 
 
 def _nxd_training_launch(spec) -> Iterable[Finding]:
@@ -905,14 +956,12 @@ def check_model_family(loaded: LoadedSpec) -> Iterable[Finding]:
         release = deployment_release(spec)
     except CatalogError:
         return  # check_sdk says why
-    image = next(
-        (
-            tag
-            for tag in catalog.known_tags(spec.container.image_purpose)
-            if tag.sdk == release.sdk and tag.text_generation_models
-        ),
-        None,
-    )
+    images = [  # the newest of the release's tags: the one the deployment runs (resources.release)
+        tag
+        for tag in catalog.known_tags(spec.container.image_purpose)
+        if tag.sdk == release.sdk and tag.text_generation_models
+    ]
+    image = images[-1] if images else None
     if image is not None and model_type not in image.text_generation_models:
         yield warning(
             "model.path",

@@ -152,8 +152,12 @@ def _rows(repository: str) -> dict[str, DlcRelease]:
 def compile_image_for(sdk: str) -> DlcRelease | None:
     """Where ``compile --remote`` runs for release ``sdk``: its training DLC (the SageMaker training toolkit runs the
     job), else its inference DLC (the same neuronx-cc and torch-neuronx; the job brings its own few steps), else
-    nowhere."""
-    return _rows(TRAINING_DLC).get(sdk) or _rows(INFERENCE_DLC).get(sdk)
+    nowhere. A SageMaker job: only a tag in the DLC account will do."""
+    for repository in (TRAINING_DLC, INFERENCE_DLC):
+        row = _rows(repository).get(sdk)
+        if row is not None and catalog.sagemaker_pull_problem(repository, row.tag) is None:
+            return row
+    return None
 
 
 def _in_pin(version: str, pin: str | None) -> bool:
@@ -181,7 +185,12 @@ def _pieces(needs: _Needs, version: str) -> tuple[list[Piece], list[str]]:
         (needs.training_dlc, TRAINING_DLC, "training image"),
     ):
         row = _rows(repository).get(version) if wanted else None
-        if row is not None:
+        # A training image always runs on SageMaker; a serving image on SageMaker when there is a host under it.
+        on_sagemaker = role == "training image" or needs.host is not None
+        unpullable = catalog.sagemaker_pull_problem(repository, row.tag) if row and on_sagemaker else None
+        if unpullable:
+            missing.append(f"the {role}: {unpullable}")
+        elif row is not None:
             source = f"{catalog.DLC_REPOSITORY}: {row.source}"
             pieces.append(Piece(role, row.tag, row.sdk, row.python, source, image_holds(row)))
         elif wanted:
@@ -271,6 +280,15 @@ def instance_dlami_parameter(spec: Spec) -> str:
     return serving.parameter if serving else catalog.DEFAULT_DLAMI_PARAMETER
 
 
+def _nearest(releases: list[str], pin: str) -> str:
+    """The release nearest ``pin``: the newest of its minor line, else the newest before it, else the oldest after."""
+    wanted = catalog.version_tuple(pin)
+    ordered = sorted(releases, key=catalog.version_tuple)
+    same_line = [v for v in ordered if catalog.version_tuple(v)[:2] == wanted[:2]]
+    before = [v for v in ordered if catalog.version_tuple(v) < wanted]
+    return (same_line or before or ordered[:1])[-1]
+
+
 def _release_for(spec: Spec, needs: _Needs) -> DeploymentRelease:
     pin = spec.neuron_sdk_version
     if not (needs.serving_dlc or needs.training_dlc or needs.dlami or needs.hf_purpose):
@@ -294,7 +312,11 @@ def _release_for(spec: Spec, needs: _Needs) -> DeploymentRelease:
             f"no Neuron SDK release{f' {pin}' if pin else ''} has every piece this deployment runs ("
             + (refusals[-1] if refusals else f"the catalogue has no release {pin}")
             + ")",
-            f"set neuron_sdk_version to a release that has them all: {have}"
+            (
+                f"set neuron_sdk_version to {_nearest(releases, pin)}, the nearest release that has them all (of {have})"
+                if pin
+                else f"set neuron_sdk_version to a release that has them all: {have}"
+            )
             if working
             else "no catalogued release fits: change the platform or instance type",
         )

@@ -88,7 +88,7 @@ def spec_file(tmp_path, aws) -> Path:
         "source_dir": "examples",
         "instance_type": "trn1.32xlarge",
         "instance_count": 2,
-        "neuron_sdk_version": "2.27.0",
+        "neuron_sdk_version": "2.27.1",
         "architecture": {"layers": 4, "hidden_size": 256, "attention_heads": 32, "kv_heads": 8, "vocab_size": 32000},
         "distribution": {"tensor_parallel": 32, "pipeline_parallel": 2, "zero1": True, "sequence_parallel": True},
         "checkpoint": {"s3_uri": f"s3://{BUCKET}/tiny-nxdt/checkpoints"},

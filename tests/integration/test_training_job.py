@@ -187,10 +187,10 @@ def test_template_creates_the_job_it_plans(spec_file, tmp_path, aws, sim, capsys
     sm = aws.client("sagemaker")
     job = sm.describe_training_job(TrainingJobName=job_name)
     image = job["AlgorithmSpecification"]["TrainingImage"]
-    assert image == catalog.neuron_image("training", "us-east-1", "2.27.0")
+    assert image == catalog.neuron_image("training", "us-east-1", "2.27.1")
     assert (
         image.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training-neuronx:")
-        and "sdk2.27.0" in image
+        and "sdk2.27.1" in image
     )
     assert job["AlgorithmSpecification"]["TrainingInputMode"] == "File"
     assert job["RoleArn"] == "arn:aws:iam::123456789012:role/SageMakerTrainingRole"

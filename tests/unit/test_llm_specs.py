@@ -129,7 +129,7 @@ def test_a_model_type_the_llm_image_does_not_serve_is_said_at_validate(tmp_path)
     from neurondeploy.planner.checks import run_checks
 
     template = (Path(__file__).parents[2] / "templates" / "tiny-lm-serve-local.yaml").read_text()
-    (vllm,) = catalog.known_tags("vllm")
+    vllm = catalog.known_tags("vllm")[-1]  # the newest: what a deployment gets
     said = {}
     for name, config in (
         ("gpt2", GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, bos_token_id=1, eos_token_id=2)),

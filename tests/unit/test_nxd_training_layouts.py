@@ -69,7 +69,7 @@ def spec_of(example: dict, **change) -> dict:
         "source_dir": "examples",
         "instance_type": "trn1.32xlarge",
         "instance_count": example["num_nodes"],
-        "neuron_sdk_version": "2.27.0",
+        "neuron_sdk_version": "2.27.1",
         "architecture": arch.model_dump(exclude_none=True, exclude={"parameters"}),
         "distribution": distribution,
         "inputs": {"train": {"s3_uri": "s3://my-training-bucket/tokenized/train", "format": "tokenized"}},

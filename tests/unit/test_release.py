@@ -141,7 +141,7 @@ def test_the_secrets_wrapper_runs_the_release_of_the_image_it_is_built_from():
     deployment (its export's SDK, the host check) is that image's release, not the newest the path allows."""
     spec = load_spec(TEMPLATES[0].parent / "llama3-8b-vllm-sagemaker.yaml").spec
     release = deployment_release(spec)
-    (vllm,) = catalog.known_tags("vllm")
+    vllm = catalog.known_tags("vllm")[-1]  # the newest: what a deployment gets
     assert release.sdk == vllm.sdk
     assert release.piece("serving image").name == spec.deployment.container.image_uri
     assert f"built FROM {vllm.tag} " in release.piece("serving image").source
