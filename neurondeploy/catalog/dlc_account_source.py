@@ -12,39 +12,28 @@ Regenerate from a clone of that repository:
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
-from neurondeploy.errors import CatalogError
+from neurondeploy.catalog.dlc_releases_source import run_git
 
 # The repositories a SageMaker job or endpoint of ours pulls from the DLC account.
 REPOSITORIES = ("pytorch-training-neuronx", "pytorch-inference-neuronx", "huggingface-vllm-inference-neuronx")
 DATA_DIR = "docs/src/data"
 
 
-def _git(repo: Path, *args: str) -> str:
-    try:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        detail = getattr(exc, "stderr", "") or str(exc)
-        raise CatalogError(
-            f"git {' '.join(args)} in {repo}: {detail.strip()}", "give a clone of the repository"
-        ) from None
-
-
 def listed_tags(repo: Path) -> dict:
     """{"commit", "repositories": {repository: sorted tags}} as the list at the clone's HEAD has them."""
-    commit = _git(repo, "rev-parse", "HEAD").strip()
+    commit = run_git(repo, "rev-parse", "HEAD").strip()
     repositories = {}
     for repository in REPOSITORIES:
-        names = _git(repo, "ls-tree", "--name-only", "HEAD", f"{DATA_DIR}/{repository}/").split()
+        names = run_git(repo, "ls-tree", "--name-only", "HEAD", f"{DATA_DIR}/{repository}/").split()
         tags = set()
         for name in names:
             if name.endswith((".yml", ".yaml")):
-                tags |= set(yaml.safe_load(_git(repo, "show", f"HEAD:{name}")).get("tags") or [])
+                tags |= set(yaml.safe_load(run_git(repo, "show", f"HEAD:{name}")).get("tags") or [])
         repositories[repository] = sorted(tags)
     return {"commit": commit, "repositories": repositories}
 

@@ -51,7 +51,7 @@ _ARGS = {
 }
 
 
-def _git(repo: Path, *args: str) -> str:
+def run_git(repo: Path, *args: str) -> str:
     try:
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
@@ -76,7 +76,7 @@ def _version(text: str) -> tuple[int, ...]:
 
 def release_tags(repo: Path) -> list[str]:
     """The repository's release tags (one per Neuron SDK release, "2.21.0"), oldest first."""
-    tags = [t for t in _git(repo, "tag", "--list").split() if re.fullmatch(r"\d+\.\d+\.\d+", t)]
+    tags = [t for t in run_git(repo, "tag", "--list").split() if re.fullmatch(r"\d+\.\d+\.\d+", t)]
     return sorted(tags, key=_version)
 
 
@@ -99,7 +99,7 @@ def _table(repo: Path, *, vllm: bool) -> tuple[list[dict], list[str]]:
     rows: dict[tuple[str, str], dict] = {}
     left_out: set[str] = set()
     for readme_at in [*release_tags(repo), "HEAD"]:
-        readme = _git(repo, "show", f"{readme_at}:README.md")
+        readme = run_git(repo, "show", f"{readme_at}:README.md")
         for section, repository in sections.items():
             for line in _section(readme, section):
                 row = _row(repo, repository, line, framework)
@@ -151,7 +151,7 @@ def _row(repo: Path, repository: str, line: str, framework: str = "torch") -> di
     if not parsed:
         return None  # not a Neuron SDK 2.x image tag (none at the time of writing)
     try:
-        dockerfile = _git(repo, "show", f"{git_tag}:{path}")
+        dockerfile = run_git(repo, "show", f"{git_tag}:{path}")
     except CatalogError:
         # The README links a Dockerfile its git tag does not hold (vllm 0.13.0 at 2.27.1, listed from 2.28.0 on):
         # nothing says what that image runs, so it is left out rather than read from another release's file.
@@ -177,7 +177,7 @@ def _row(repo: Path, repository: str, line: str, framework: str = "torch") -> di
 def render(repo: Path, vllm: bool = False) -> str:
     import yaml
 
-    commit = _git(repo, "rev-parse", "HEAD").strip()
+    commit = run_git(repo, "rev-parse", "HEAD").strip()
     what, flag, name = (
         ("vLLM Neuron", "--vllm ", "vllm_releases") if vllm else ("Neuron deep learning", "", "dlc_releases")
     )
