@@ -142,3 +142,12 @@ def maintenance_warnings(path: str, version: str) -> tuple[str, ...]:
         for c in _requirements(path)
         if c.maintenance_from and minor(c.maintenance_from) <= minor(release.version) and _has(c.key, release.version)
     )
+
+
+def family_line_end(family: str, path: str, version: str) -> dict | None:
+    """The row of data/sdk.yaml's ``family_lines`` that ends ``path`` on ``family`` before ``version``, if any: a
+    combination AWS no longer supports, with what replaces it."""
+    for row in load("sdk").get("family_lines", []):
+        if family in row["families"] and row["path"] == path and minor(version) > minor(row["last"]):
+            return dict(row)
+    return None

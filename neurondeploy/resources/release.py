@@ -291,11 +291,6 @@ def _nearest(releases: list[str], pin: str) -> str:
 
 def _release_for(spec: Spec, needs: _Needs) -> DeploymentRelease:
     pin = spec.neuron_sdk_version
-    if not (needs.serving_dlc or needs.training_dlc or needs.dlami or needs.hf_purpose):
-        if pin:
-            catalog.check_sdk_for(needs.path, pin)
-        sdk = pin or catalog.latest_sdk_for(needs.path)
-        return DeploymentRelease(sdk, (), compile_image_for(sdk) if needs.compile_dlc else None, pin is not None)
     working: list[tuple[str, list[Piece]]] = []
     refusals: list[str] = []
     for version in _candidates(needs):
@@ -305,6 +300,15 @@ def _release_for(spec: Spec, needs: _Needs) -> DeploymentRelease:
         elif _in_pin(version, pin):
             refusals.append(f"{version}: {'; '.join(missing)}")
     chosen = [(v, p) for v, p in working if _in_pin(v, pin)]
+    ended = catalog.family_line_end(catalog.get_instance(spec.instance_type).family, needs.path, pin) if pin else None
+    if not chosen and ended:  # a line AWS ended on this family: the refusal names what replaces it there
+        before = [v for v, _ in working if catalog.minor(v) <= catalog.minor(ended["last"])]
+        family = catalog.get_instance(spec.instance_type).family
+        raise CatalogError(
+            f"Neuron SDK {pin} has no {needs.path} path on {family}: {ended['fact']} (source: {ended['source']})",
+            f"use {ended['replaced_by']}"
+            + (f"; or pin neuron_sdk_version to {before[-1]}, the newest release of the line" if before else ""),
+        )
     if not chosen:
         releases = [v for v, _ in working]
         have = ", ".join(releases[-3:]) + (f" (or one of {len(releases) - 3} older)" if len(releases) > 3 else "")
