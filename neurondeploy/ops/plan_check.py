@@ -18,13 +18,15 @@ from neurondeploy.compiler.remote import remote_artifact_key
 from neurondeploy.engine.preflight import Finding, findings, needs_of
 from neurondeploy.engine.quotas import QuotaTooLow, check_quota, quota_reader
 from neurondeploy.errors import NeurondeployError
-from neurondeploy.ops.compile_remote import default_cache_uri, llm_export
+from neurondeploy.ops.compile_remote import llm_export
 from neurondeploy.planner.before_apply import Step
 from neurondeploy.planner.context import plan_context
+from neurondeploy.planner.image_push import ecr_image
 from neurondeploy.planner.plan import Plan
 from neurondeploy.planner.quotas import increase_command
 from neurondeploy.resources.deployment import deployment_resources
 from neurondeploy.resources.naming import bucket_name
+from neurondeploy.resources.sagemaker_compile import compile_cache_uri
 from neurondeploy.specs import LoadedSpec
 
 # What each kind of step is read as: the preflight's findings carry the spec field they are about.
@@ -54,7 +56,7 @@ def check_plan(loaded: LoadedSpec, plan: Plan, transport: AwsTransport) -> int:
         elif step.check == "quota" and step.quota is not None:
             _mark_quota(step, transport, spec.region)
         elif step.check == "compiled":
-            _mark_compiled(step, loaded, transport)
+            _mark_compiled(step, loaded, compile_cache_uri(spec.region, ctx))
         elif step.check == "licence":
             step.status = "not checked"
             step.detail = "neurondeploy cannot see your Hugging Face account; the container's download says"
@@ -71,7 +73,7 @@ def _mark_from_preflight(step: Step, found: list[Finding], read: set[str], accou
         step.detail = "; ".join(finding.message for finding in about if finding.checked)
     elif about:
         step.status, step.detail = "not checked", about[0].message
-    elif step.check == "image" and step.subject and f"{account}.dkr.ecr." not in step.subject:
+    elif step.check == "image" and step.subject and getattr(ecr_image(step.subject), "account", None) != account:
         step.status, step.detail = "not checked", f"the image is in another account than this identity's ({account})"
     elif step.field in read:
         step.status = "done"
@@ -93,10 +95,9 @@ def _mark_quota(step: Step, transport: AwsTransport, region: str) -> None:
     step.status, step.detail = ("not checked", warning) if warning else ("done", None)
 
 
-def _mark_compiled(step: Step, loaded: LoadedSpec, transport: AwsTransport) -> None:
+def _mark_compiled(step: Step, loaded: LoadedSpec, cache_uri: str) -> None:
     """Whether the S3 compile cache holds what `compile --remote` would build for this spec (its record only)."""
     try:
-        cache_uri = default_cache_uri(transport, loaded)
         if loaded.spec.container.llm:
             built = find_precompiled(cache_uri, llm_export(loaded, cache_uri).key) is not None
         else:

@@ -22,7 +22,7 @@ from neurondeploy.planner.llm_compile import llm_compile_host
 from neurondeploy.planner.quotas import QuotaNeed, quota_command, quota_needs, sagemaker_quota_name
 from neurondeploy.resources import nxd_training_config
 from neurondeploy.resources.iam import BOUNDARY_POLICY_NAME, ROLE_PATH
-from neurondeploy.resources.model import Resource
+from neurondeploy.resources.model import PlanContext, Resource
 from neurondeploy.resources.sagemaker_compile import DEFAULT_COMPILE_INSTANCE
 from neurondeploy.resources.sagemaker_endpoint import container_image
 from neurondeploy.resources.sagemaker_training import to_cmd_args
@@ -52,11 +52,18 @@ def note(what: str) -> Step:
     return Step(what=what)
 
 
-def before_apply(loaded: LoadedSpec, resources: list[Resource] = ()) -> list[Step]:
-    """``resources``: the plan's (a plan that makes a role needs the permissions boundary)."""
+def before_apply(loaded: LoadedSpec, resources: list[Resource] = (), ctx: PlanContext | None = None) -> list[Step]:
+    """``resources``: the plan's (a plan that makes a role needs the permissions boundary); ``ctx``: its context
+    (made here when not given)."""
     spec = loaded.spec
     # In the order they can be done: compile --remote's job needs the image and secrets the endpoint does.
-    steps = _image(loaded) + _secrets(spec) + _licence(spec) + _channels(loaded) + _role(spec, resources)
+    steps = (
+        _image(loaded, ctx or plan_context(loaded))
+        + _secrets(spec)
+        + _licence(spec)
+        + _channels(loaded)
+        + _role(spec, resources)
+    )
     steps += _artifact(loaded) if isinstance(spec, InferenceSpec) else []
     if getattr(spec, "engine", None) == "nxd-training":
         steps.append(note(_nxd_training_launch(spec)))
@@ -77,12 +84,12 @@ def _quota(need: QuotaNeed, region: str, what: str) -> Step:
     return Step(what=what, commands=[quota_command(need, region)], check="quota", subject=need.quota_name, quota=need)
 
 
-def _image(loaded: LoadedSpec) -> list[Step]:
+def _image(loaded: LoadedSpec, ctx: PlanContext) -> list[Step]:
     spec = loaded.spec
     if isinstance(spec, InferenceSpec):
         if spec.deployment.platform != "sagemaker":
             return []
-        uri = container_image(spec, plan_context(loaded))
+        uri = container_image(spec, ctx)
     else:
         uri = spec.image_uri
     push = image_to_push(spec, uri) if uri else None

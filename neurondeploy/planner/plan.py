@@ -209,7 +209,7 @@ def build_plan(loaded: LoadedSpec, findings: list[Finding] | None = None) -> Pla
     planned = [_planned_resource(resource, loaded.spec.region) for resource in resources]
     requests = [r for resource in planned for r in resource.requests + resource.delete_requests]
     spec = loaded.spec
-    notes = before_apply(loaded, resources)
+    notes = before_apply(loaded, resources, ctx)
     engine_config = None
     if getattr(spec, "engine", None) == "nxd-training":
         try:

@@ -300,10 +300,10 @@ def _release_for(spec: Spec, needs: _Needs) -> DeploymentRelease:
         elif _in_pin(version, pin):
             refusals.append(f"{version}: {'; '.join(missing)}")
     chosen = [(v, p) for v, p in working if _in_pin(v, pin)]
-    ended = catalog.family_line_end(catalog.get_instance(spec.instance_type).family, needs.path, pin) if pin else None
+    family = catalog.get_instance(spec.instance_type).family if pin else None
+    ended = catalog.family_line_end(family, needs.path, pin) if pin else None
     if not chosen and ended:  # a line AWS ended on this family: the refusal names what replaces it there
         before = [v for v, _ in working if catalog.minor(v) <= catalog.minor(ended["last"])]
-        family = catalog.get_instance(spec.instance_type).family
         raise CatalogError(
             f"Neuron SDK {pin} has no {needs.path} path on {family}: {ended['fact']} (source: {ended['source']})",
             f"use {ended['replaced_by']}"

@@ -156,10 +156,15 @@ def invoke(
     on_target=None,
 ) -> Any:
     """``on_target(Target)`` hears where the request goes, before it is sent."""
+    return send(resolve_and_say(target, state_location, where, on_target), body, region)
+
+
+def resolve_and_say(target: str, state_location: str | None, where: str | None, on_target=None) -> Target:
+    """:func:`resolve_target`, then ``on_target`` told where the request will go."""
     resolved = resolve_target(target, state_location, where)
     if on_target is not None:
         on_target(resolved)
-    return send(resolved, body, region)
+    return resolved
 
 
 def send(resolved: Target, body: bytes, region: str | None = None) -> Any:

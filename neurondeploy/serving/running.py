@@ -31,18 +31,24 @@ def announced(name: str, url: str) -> Iterator[Path]:
                 path.unlink()
 
 
+def _record(name: str) -> dict | None:
+    try:
+        record = json.loads(record_path(name).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def recorded_url(name: str) -> str | None:
     """The URL ``name``'s local endpoint was announced at, running or not (a killed run leaves its record)."""
-    try:
-        return json.loads(record_path(name).read_text()).get("url")
-    except (OSError, ValueError, AttributeError):
-        return None
+    record = _record(name)
+    return record.get("url") if record else None
 
 
 def running_url(name: str) -> str | None:
     """The URL of ``name``'s local endpoint if a process serving it is alive, else None."""
+    record = _record(name)
     try:
-        record = json.loads(record_path(name).read_text())
         os.kill(int(record["pid"]), 0)  # signal 0: only whether the process exists
     except (OSError, ValueError, KeyError, TypeError):
         return None

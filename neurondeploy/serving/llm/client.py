@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from neurondeploy.serving.client import TIMEOUT_S, InvokeError, resolve_target, send
+from neurondeploy.serving.client import TIMEOUT_S, InvokeError, resolve_and_say, send
 
 
 @dataclass
@@ -47,9 +47,7 @@ def chat(
     on_target=None,
 ) -> ChatAnswer:
     """``where`` and ``on_target`` as :func:`neurondeploy.serving.client.invoke` takes them."""
-    resolved = resolve_target(target, state_location, where)
-    if on_target is not None:
-        on_target(resolved)
+    resolved = resolve_and_say(target, state_location, where, on_target)
     if resolved.kind == "http" and stream:
         return _stream_http(
             resolved.address, chat_body(text, stream=True, max_tokens=max_tokens, temperature=temperature), on_text
